@@ -1,0 +1,1 @@
+"""Reference solutions: the single source of the course code (stubs are generated from here)."""

@@ -1,0 +1,85 @@
+"""Assertions whose failure messages a student can act on.
+
+Every check validates the type, shape and dtype of what came back before it
+compares any value, and names the first differing index with got/expected.
+"""
+from __future__ import annotations
+
+import torch
+
+from .subject import Result, StudentError
+
+
+def check_tensor(got, *, shape=None, dtype=None, device_type=None, what="output") -> torch.Tensor:
+    if type(got) is not torch.Tensor:
+        raise AssertionError(f"{what}: expected a torch.Tensor, got {type(got).__name__}")
+    if shape is not None and tuple(got.shape) != tuple(shape):
+        raise AssertionError(f"{what}: expected shape {tuple(shape)}, got {tuple(got.shape)}")
+    if dtype is not None and got.dtype != dtype:
+        raise AssertionError(f"{what}: expected dtype {dtype}, got {got.dtype}")
+    if device_type is not None and got.device.type != device_type:
+        raise AssertionError(f"{what}: expected a tensor on {device_type}, got one on {got.device.type}")
+    return got
+
+
+def mismatch(got: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float) -> str | None:
+    """``None`` when close; else where and how they differ."""
+    g = got.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    ok = (g - e).abs() <= atol + rtol * e.abs()
+    ok |= (g == e)  # equal infinities
+    ok &= ~(g.isnan() ^ e.isnan())
+    ok |= g.isnan() & e.isnan()
+    if bool(ok.all()):
+        return None
+    bad = (~ok).nonzero()
+    index = tuple(int(i) for i in bad[0])
+    worst = (g - e).abs().nan_to_num(float("inf"))[~ok].max().item()
+    where = f"index {index}" if index else "the value"
+    return (
+        f"{bad.shape[0]} of {ok.numel()} entries differ; first at {where}: got {g[index].item():.6g}, "
+        f"expected {e[index].item():.6g} (largest error {worst:.3g})"
+    )
+
+
+def assert_close(got, expected: torch.Tensor, *, atol=1e-5, rtol=1e-4, what="output", dtype=None, hints=None):
+    """``got`` is a plain tensor shaped like ``expected`` whose values match.
+
+    ``hints`` is a list of ``(wrong_answer, advice)``: the advice is printed
+    when ``got`` matches that known-wrong answer.
+    """
+    check_tensor(got, shape=expected.shape, dtype=dtype, what=what)
+    problem = mismatch(got, expected, atol=atol, rtol=rtol)
+    if problem is None:
+        return
+    advice = [text for wrong, text in hints or () if mismatch(got, wrong, atol=atol, rtol=rtol) is None]
+    shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
+    message = f"{what}{shape}: {problem}"
+    raise AssertionError(message + (f". Hint: {advice[0]}" if advice else ""))
+
+
+def assert_raises(run, call, kind: str, *, mentions=()):
+    """The call raises ``kind`` and its message mentions every string in ``mentions``."""
+    try:
+        run(call)
+    except StudentError as error:
+        if error.kind != kind:
+            raise AssertionError(f"expected {kind}, but {error.describe()}") from None
+        missing = [m for m in mentions if str(m) not in error.message]
+        if missing:
+            raise AssertionError(
+                f"the {kind} message should name {', '.join(map(str, mentions))}; it was: {error.message!r}"
+            ) from None
+        return error
+    raise AssertionError(f"expected {kind} for {call_summary(call)}, but nothing was raised")
+
+
+def call_summary(call) -> str:
+    shapes = [tuple(a.shape) for a in call.args if isinstance(a, torch.Tensor)]
+    target = call.target if isinstance(call.target, str) else call.target.target
+    return f"{target} with input shapes {', '.join(map(str, shapes))}"
+
+
+def assert_unmodified(result: Result) -> None:
+    if result.mutated:
+        raise AssertionError(f"{', '.join(result.mutated)} was modified in place; inputs must be left unchanged")

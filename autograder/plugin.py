@@ -1,0 +1,169 @@
+"""The pytest plugin that turns a course's test suite into points.
+
+Conventions a course's tests follow (checked at collection):
+  * ``pytestmark = pytest.mark.unit("<unit>")`` in every test module;
+  * ``@pytest.mark.points(N)`` on every test;
+  * a docstring whose first line is the property students read;
+  * a ``subject`` argument, through which the code under test is reached.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+from .forbidden import Use, scan_source
+from .loader import safe_str
+from .manifest import Course
+from .results import GradeResult, TestResult, UnitResult
+from .subject import StudentError
+
+PROFILE = "attn-grading"
+EXPLORE = "attn-explore"  # course authors only: fresh examples from --hypothesis-seed
+# Grades are deterministic: derandomized examples, no example database, no deadline.
+settings.register_profile(
+    PROFILE,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=False,
+    max_examples=20,
+    report_multiple_bugs=False,
+    suppress_health_check=list(HealthCheck),
+    phases=(Phase.explicit, Phase.generate, Phase.shrink),
+)
+settings.register_profile(EXPLORE, settings.get_profile(PROFILE), derandomize=False)
+
+
+class CourseError(Exception):
+    """The course's own tests break the conventions above (never the student's fault)."""
+
+
+def _counterexample(error: BaseException) -> str:
+    """The arguments of hypothesis's minimal falsifying example, without the test's name."""
+    for note in getattr(error, "__notes__", ()):
+        match = re.match(r"Falsifying example: \w+\((.*)\)\s*$", note, re.S)
+        if match:
+            args = " ".join(line.strip() for line in match.group(1).splitlines()).strip().rstrip(",")
+            args = re.sub(r",?\s*subject=[^,]*", "", args).strip(", ")
+            return args
+    return ""
+
+
+def failure_message(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return failure_message(error.exceptions[0])
+    if isinstance(error, StudentError):
+        text = error.describe()
+    elif isinstance(error, AssertionError):
+        text = safe_str(error, 600) or "the property does not hold"
+    elif isinstance(error, pytest.fail.Exception):
+        text = error.msg
+    else:
+        text = f"{type(error).__name__}: {safe_str(error)}"
+    example = _counterexample(error)
+    return f"{text} (counterexample: {example})" if example else text
+
+
+class GradingPlugin:
+    def __init__(self, course: Course, subjects: dict, units: list[str], *, explore: bool = False):
+        self.course, self.subjects, self.units = course, subjects, units
+        self.profile = EXPLORE if explore else PROFILE
+        self.records: dict[tuple[str, str], TestResult] = {}
+        self.units_of: dict[tuple[str, str], str] = {}  # (submission, test id) -> unit, in run order
+
+    # -- collection --------------------------------------------------------
+    def pytest_configure(self, config):
+        config.addinivalue_line("markers", "unit(name): the course unit a test module grades")
+        config.addinivalue_line("markers", "points(n): what a test is worth")
+        settings.load_profile(self.profile)
+
+    def pytest_generate_tests(self, metafunc):
+        if "subject" in metafunc.fixturenames:
+            metafunc.parametrize("subject", list(self.subjects.values()), ids=list(self.subjects), scope="session")
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        kept = []
+        for item in items:
+            unit, points, name = self._describe(item)
+            if unit in self.units:
+                kept.append(item)
+        items[:] = kept
+
+    def _describe(self, item) -> tuple[str, float, str]:
+        unit = item.get_closest_marker("unit")
+        points = item.get_closest_marker("points")
+        doc = (getattr(item.obj, "__doc__", None) or "").strip()
+        if unit is None or points is None or not doc or "subject" not in item.fixturenames:
+            raise CourseError(f"{item.nodeid}: a graded test needs a unit marker, a points marker, a docstring and `subject`")
+        if unit.args[0] not in self.course.units:
+            raise CourseError(f"{item.nodeid}: unknown unit {unit.args[0]!r}")
+        return unit.args[0], float(points.args[0]), doc.splitlines()[0].strip()
+
+    # -- running -----------------------------------------------------------
+    def pytest_runtest_setup(self, item):
+        unit, _, _ = self._describe(item)
+        subject = item.callspec.params["subject"]
+        subject.begin(item.nodeid)
+        problem = subject.status(unit)
+        if problem:
+            pytest.fail(problem, pytrace=False)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        unit, points, name = self._describe(item)
+        submission = _subject_id(item, self.subjects)
+        test_id = f"{Path(str(item.path)).name}::{item.originalname}"
+        key = (submission, test_id)
+        visibility = "visible" if Path(str(item.path)).is_relative_to(self.course.public_tests) else "hidden"
+        self.units_of.setdefault(key, unit)
+        if report.failed:
+            message = failure_message(call.excinfo.value) if call.excinfo else "failed"
+            self.records[key] = TestResult(test_id, name, 0.0, points, "failed", message, visibility)
+        elif report.skipped and key not in self.records:
+            reason = call.excinfo.value.msg if call.excinfo and hasattr(call.excinfo.value, "msg") else "skipped"
+            # A skipped test counts neither way, so scores do not depend on the machine.
+            self.records[key] = TestResult(test_id, name, 0.0, 0.0, "skipped", reason, visibility)
+        elif report.when == "call" and report.passed:
+            self.records[key] = TestResult(test_id, name, points, points, "passed", "", visibility)
+
+    # -- results -----------------------------------------------------------
+    def results(self) -> dict[str, GradeResult]:
+        graded = {sid: GradeResult(submission=str(s.folder)) for sid, s in self.subjects.items()}
+        for name in self.units:
+            spec = self.course.units[name]
+            for sid, subject in self.subjects.items():
+                unit = UnitResult(name=name, title=spec.title)
+                unit.tests = [self.records[key] for key, u in self.units_of.items() if key[0] == sid and u == name]
+                problem = subject.status(name)
+                if problem:
+                    unit.status, unit.message = "unavailable", problem
+                else:
+                    self._enforce_forbidden(unit, spec, subject)
+                graded[sid].units[name] = unit
+        return graded
+
+    def _enforce_forbidden(self, unit: UnitResult, spec, subject) -> None:
+        source = (subject.folder / spec.file).read_text(encoding="utf-8")
+        uses = scan_source(source, spec.forbidden)
+        static = {u.name for u in uses}
+        uses += [Use(name, None) for name in sorted(subject.runtime_uses(spec.name) - static)]
+        if not uses:
+            return
+        unit.status = "forbidden"
+        unit.message = (
+            f"{'; '.join(u.describe(spec.file) for u in uses)}. This unit must not call the function it teaches, so it scores 0: "
+            "write it from basic tensor operations."
+        )
+        for test in unit.tests:
+            if test.score:
+                test.score, test.status, test.output = 0.0, "failed", "no points: the unit calls a forbidden function"
+
+
+def _subject_id(item, subjects: dict) -> str:
+    subject = item.callspec.params["subject"]
+    return next(sid for sid, s in subjects.items() if s is subject)

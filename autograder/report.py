@@ -1,0 +1,65 @@
+"""Terminal reports, drawn with rich."""
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .results import GradeResult, UnitResult
+
+
+def _points(score: float, max_score: float) -> str:
+    return f"{score:g}/{max_score:g}"
+
+
+NOT_IMPLEMENTED = "not implemented yet"
+
+
+def _summary(unit: UnitResult) -> str | None:
+    """The one reason that covers every property of the unit (skips aside), if there is one."""
+    counted = [t for t in unit.tests if t.status != "skipped"]
+    if not counted or len({t.status for t in counted}) != 1:
+        return None
+    outputs = {t.output for t in counted}
+    if len(outputs) == 1:
+        return outputs.pop()
+    if all(NOT_IMPLEMENTED in o for o in outputs):
+        return NOT_IMPLEMENTED
+    return None
+
+
+def grade_table(result: GradeResult, *, verbose: bool = False) -> Table:
+    table = Table(title=f"{result.submission}: {_points(result.score, result.max_score)}", title_justify="left")
+    table.add_column("Unit", style="bold")
+    table.add_column("Property")
+    table.add_column("Points", justify="right")
+    table.add_column("Reason", overflow="fold")
+    for unit in result.units.values():
+        # Student code controls the messages: escape them, never render them as markup.
+        if unit.status != "graded":
+            table.add_row(unit.name, f"[red]{unit.status}[/red]", "", escape(unit.message))
+        summary = _summary(unit)
+        if not unit.tests:
+            table.add_row(unit.name, "no properties selected", _points(0, 0), "")
+        elif summary is not None and not verbose:
+            counted = [t for t in unit.tests if t.status != "skipped"]
+            what = "hold" if counted[0].status == "passed" else "fail"
+            skipped = len(unit.tests) - len(counted)
+            note = f" ({skipped} skipped)" if skipped else ""
+            table.add_row(unit.name, f"all {len(counted)} properties {what}{note}", _points(unit.score, unit.max_score), escape(summary))
+        else:
+            for test in unit.tests:
+                colour = {"passed": "green", "failed": "red", "skipped": "yellow"}[test.status]
+                reason = escape(test.output) if test.status != "passed" else ""
+                table.add_row(unit.name, escape(test.name), f"[{colour}]{_points(test.score, test.max_score)}[/{colour}]", reason)
+            table.add_row(unit.name, "[bold]unit total[/bold]", f"[bold]{_points(unit.score, unit.max_score)}[/bold]", "", end_section=True)
+    return table
+
+
+def print_results(results: list[GradeResult], *, verbose: bool = False, console: Console | None = None) -> None:
+    # Piped output (make, CI logs) gets a wide table rather than rich's 80 columns.
+    console = console or (Console() if sys.stdout.isatty() else Console(width=160))
+    for result in results:
+        console.print(grade_table(result, verbose=verbose))

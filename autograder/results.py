@@ -1,0 +1,86 @@
+"""The one result model every output format is written from."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+def _round(x: float) -> float:
+    return round(float(x), 4)
+
+
+@dataclass
+class TestResult:
+    id: str  # stable: "<file>::<function>"
+    name: str  # the one-line property students read
+    score: float
+    max_score: float
+    status: str  # "passed" | "failed" | "skipped"
+    output: str = ""
+    visibility: str = "hidden"  # "visible" (public test) | "hidden"
+
+
+@dataclass
+class UnitResult:
+    name: str
+    title: str
+    status: str = "graded"  # "graded" | "unavailable" | "forbidden"
+    message: str = ""
+    tests: list[TestResult] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return _round(sum(t.score for t in self.tests))
+
+    @property
+    def max_score(self) -> float:
+        return _round(sum(t.max_score for t in self.tests))
+
+
+@dataclass
+class GradeResult:
+    submission: str
+    units: dict[str, UnitResult] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return _round(sum(u.score for u in self.units.values()))
+
+    @property
+    def max_score(self) -> float:
+        return _round(sum(u.max_score for u in self.units.values()))
+
+    def to_dict(self) -> dict:
+        return {
+            "submission": self.submission,
+            "score": self.score,
+            "max_score": self.max_score,
+            "units": {
+                name: {
+                    "title": u.title,
+                    "score": u.score,
+                    "max_score": u.max_score,
+                    "status": u.status,
+                    "message": u.message,
+                    "tests": [asdict(t) for t in u.tests],
+                }
+                for name, u in self.units.items()
+            },
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GradeResult":
+        units = {
+            name: UnitResult(
+                name=name,
+                title=u["title"],
+                status=u["status"],
+                message=u["message"],
+                tests=[TestResult(**t) for t in u["tests"]],
+            )
+            for name, u in data["units"].items()
+        }
+        return cls(submission=data["submission"], units=units)

@@ -1,0 +1,117 @@
+"""Turn reference solutions into student stubs.
+
+Solution regions are delimited as nbgrader delimits them::
+
+    ### BEGIN SOLUTION
+    ...reference code...
+    ### END SOLUTION
+
+Each region becomes a TODO comment and ``raise NotImplementedError``; the
+signatures, docstrings and hint comments outside the regions stay as written.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+_DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
+
+
+@dataclass(frozen=True)
+class Region:
+    start: int  # index of the BEGIN line
+    end: int  # index of the END line
+    indent: str
+    owner: str  # the enclosing def/class, for the TODO text
+
+
+class MarkerError(ValueError):
+    pass
+
+
+def find_regions(lines: list[str], filename: str = "<source>") -> list[Region]:
+    regions, start = [], None
+    for i, line in enumerate(lines):
+        marker = line.strip()
+        if marker == BEGIN:
+            if start is not None:
+                raise MarkerError(f"{filename}:{i + 1}: {BEGIN} inside another solution region")
+            start = i
+        elif marker == END:
+            if start is None:
+                raise MarkerError(f"{filename}:{i + 1}: {END} without {BEGIN}")
+            indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+            regions.append(Region(start, i, indent, _owner(lines, start, indent)))
+            start = None
+    if start is not None:
+        raise MarkerError(f"{filename}:{start + 1}: {BEGIN} is never closed")
+    return regions
+
+
+def _owner(lines: list[str], start: int, indent: str) -> str:
+    for line in reversed(lines[:start]):
+        match = _DEF.match(line)
+        if match and len(match.group(1)) < len(indent):
+            return match.group(3)
+    return "this part"
+
+
+def solution_lines(source: str) -> list[str]:
+    """The stripped code lines inside solution regions (what must never leak)."""
+    lines = source.splitlines()
+    return [
+        lines[i].strip()
+        for region in find_regions(lines)
+        for i in range(region.start + 1, region.end)
+        if any(c.isalnum() for c in lines[i])
+    ]
+
+
+def make_stub(source: str, origin: str) -> str:
+    lines = source.splitlines()
+    out, cursor = [], 0
+    for region in find_regions(lines, origin):
+        out += lines[cursor : region.start]
+        out += [
+            f"{region.indent}# TODO: implement {region.owner} (see its docstring).",
+            f'{region.indent}raise NotImplementedError("{region.owner}: not implemented yet")',
+        ]
+        cursor = region.end + 1
+    out += lines[cursor:]
+    header = (
+        f"# Student stub: fill in every TODO. Generated from {origin} by `attn-course build`;\n"
+        "# instructors edit the solution, never this file.\n"
+    )
+    return header + "\n".join(out) + "\n"
+
+
+def expected_stubs(solutions: Path) -> dict[str, str]:
+    """File name -> the stub text ``build`` writes for it (files without regions are copied)."""
+    stubs = {}
+    for source in sorted(solutions.glob("*.py")):
+        text = source.read_text(encoding="utf-8")
+        has_regions = bool(find_regions(text.splitlines(), source.name))
+        stubs[source.name] = make_stub(text, f"{solutions.name}/{source.name}") if has_regions else text
+    return stubs
+
+
+def stale(solutions: Path, assignments: Path) -> list[str]:
+    """Names of stubs in ``assignments`` that differ from what ``build`` would write."""
+    return [
+        name
+        for name, stub in expected_stubs(solutions).items()
+        if not (assignments / name).is_file() or (assignments / name).read_text(encoding="utf-8") != stub
+    ]
+
+
+def build(solutions: Path, assignments: Path) -> list[Path]:
+    """Write a stub in ``assignments`` for every module in ``solutions``; returns what changed."""
+    assignments.mkdir(parents=True, exist_ok=True)
+    changed = [assignments / name for name in stale(solutions, assignments)]
+    stubs = expected_stubs(solutions)
+    for target in changed:
+        target.write_text(stubs[target.name], encoding="utf-8")
+    return changed

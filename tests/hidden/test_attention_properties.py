@@ -1,0 +1,465 @@
+"""Hidden properties of unit 2, scaled dot-product attention.
+
+Each test's docstring is the property students read; its points are marked.
+Tests reach the student's code only through ``subject``.
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.gradcheck import check_gradients
+from autograder.subject import Call
+from oracles import attention64, causal_allowed, softmax64
+from tensors import batch_dims, permutation, rand_bool, randn, seeds
+
+pytestmark = pytest.mark.unit("attention")
+UNIT = "attention"
+
+
+def run(subject, target, *args, **kwargs):
+    return subject.run(Call(UNIT, target, args, kwargs)).output
+
+
+@st.composite
+def qkv_shapes(draw, *, max_len=6, max_dim=8):
+    batch = draw(batch_dims)
+    L, S = draw(st.integers(1, max_len)), draw(st.integers(1, max_len))
+    E, Ev = draw(st.integers(1, max_dim)), draw(st.integers(1, max_dim))
+    return batch, L, S, E, Ev
+
+
+def make_qkv(shapes, seed, dtype=torch.float32):
+    batch, L, S, E, Ev = shapes
+    return (
+        randn((*batch, L, E), seed, dtype=dtype),
+        randn((*batch, S, E), seed + 1, dtype=dtype),
+        randn((*batch, S, Ev), seed + 2, dtype=dtype),
+    )
+
+
+def attention_hints(q, k, v, mask=None, is_causal=False):
+    """Known wrong answers, each with the advice that fixes it."""
+    E = q.shape[-1]
+    wrong = [
+        (dict(scale=1.0), "did you forget to divide the scores by sqrt(d_k)?"),
+        (dict(scale=1.0 / E), "the scale is 1/sqrt(E), not 1/E."),
+        (dict(softmax_dim=-2), "softmax must normalize over the keys (the last dim), not over the queries."),
+    ]
+    if mask is not None and mask.dtype == torch.bool:
+        wrong.append((dict(mask=~mask), "True in a boolean mask means 'may attend', not 'masked out'."))
+    if is_causal:
+        wrong.append((dict(causal_top_left=True), "align the causal mask bottom-right: query i sits at position i + S - L."))
+    hints = []
+    for change, text in wrong:
+        options = dict(mask=mask, is_causal=is_causal)
+        options.update(change)
+        out, weights = attention64(q, k, v, options.pop("mask"), **options)
+        hints.append(((out, weights), text))
+    return hints
+
+
+def assert_attention(got, expected, hints, *, atol=1e-5, rtol=1e-4, dtype=torch.float32):
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise AssertionError("scaled_dot_product_attention must return a tuple (output, weights)")
+    for i, what in enumerate(("weights", "output")):
+        index = 1 - i  # weights first: their errors explain the output's
+        assert_close(
+            got[index], expected[index], atol=atol, rtol=rtol, what=what, dtype=dtype,
+            hints=[(wrong[index], text) for wrong, text in hints],
+        )
+
+
+# -- softmax ----------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=seeds, data=st.data())
+def test_softmax_matches_reference(subject, shape, seed, data):
+    """softmax matches a float64 reference along any dim"""
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+    x = randn(shape, seed, scale=3.0)
+    assert_close(run(subject, "softmax", x, dim=dim), softmax64(x, dim), what="softmax(x)",
+                 hints=[(softmax64(x, -1), "normalize along the `dim` argument, not always the last dim.")])
+
+
+@pytest.mark.points(1)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), seed=seeds, shift=st.floats(-50, 50))
+def test_softmax_shift_invariance(subject, shape, seed, shift):
+    """softmax(x + c) equals softmax(x)"""
+    x = randn(shape, seed)
+    assert_close(run(subject, "softmax", x + shift), run(subject, "softmax", x), what="softmax(x + c)")
+
+
+@pytest.mark.points(1)
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), seed=seeds)
+def test_softmax_rows_sum_to_one(subject, shape, seed):
+    """softmax's rows are non-negative and sum to 1"""
+    out = check_tensor(run(subject, "softmax", randn(shape, seed, scale=4.0)), shape=shape, what="softmax(x)")
+    assert_close(out.double().sum(-1), torch.ones(shape[:-1], dtype=torch.float64), what="row sums", dtype=torch.float64)
+    assert bool((out >= 0).all()), "softmax returned negative entries"
+
+
+@pytest.mark.points(2)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), seed=seeds, magnitude=st.sampled_from([1e4, 3e4, 1e6]))
+def test_softmax_finite_for_large_inputs(subject, shape, seed, magnitude):
+    """softmax is finite and correct for inputs of magnitude 1e4 and more"""
+    x = randn(shape, seed, scale=magnitude)
+    assert_close(run(subject, "softmax", x), softmax64(x), what="softmax(large x)",
+                 hints=[(torch.full(shape, float("nan")), "subtract each row's maximum before exp: exp(1e4) overflows.")])
+
+
+@pytest.mark.points(2)
+@given(rows=st.integers(1, 4), cols=st.integers(1, 5), seed=seeds)
+def test_softmax_all_neg_inf_row_gives_zeros(subject, rows, cols, seed):
+    """softmax of an all -inf row is all zeros, not NaN"""
+    x = randn((rows, cols), seed)
+    x[0] = float("-inf")
+    if cols > 1:
+        x[-1, 0] = float("-inf")  # a partly masked row still normalizes over the rest
+    assert_close(run(subject, "softmax", x), softmax64(x), what="softmax with -inf rows",
+                 hints=[(softmax64(x).masked_fill(torch.isinf(x).all(-1, keepdim=True), float("nan")),
+                         "an all -inf row gives NaN (0/0): return zeros there instead.")])
+
+
+# -- causal_mask ------------------------------------------------------------
+
+@pytest.mark.points(1)
+@given(L=st.integers(1, 8))
+def test_causal_mask_square_is_lower_triangle(subject, L):
+    """causal_mask(L) is the (L, L) lower triangle, True = may attend"""
+    got = run(subject, "causal_mask", L)
+    check_tensor(got, shape=(L, L), dtype=torch.bool, what=f"causal_mask({L})")
+    assert torch.equal(got, causal_allowed(L, L)), (
+        f"causal_mask({L}) is not the lower triangle (True on and below the diagonal)"
+        + (". Hint: True means 'may attend', not 'masked'" if torch.equal(got, ~causal_allowed(L, L)) else "")
+    )
+
+
+@pytest.mark.points(2)
+@given(L=st.integers(1, 6), S=st.integers(1, 8))
+def test_causal_mask_aligns_bottom_right(subject, L, S):
+    """causal_mask(L, S) aligns bottom-right: query i sees keys j <= i + S - L"""
+    got = check_tensor(run(subject, "causal_mask", L, S), shape=(L, S), dtype=torch.bool, what=f"causal_mask({L}, {S})")
+    want = causal_allowed(L, S)
+    if not torch.equal(got, want):
+        bad = tuple(int(i) for i in (got != want).nonzero()[0])
+        hint = " Hint: that is top-left alignment (j <= i); a decoder with a cache needs bottom-right." if torch.equal(
+            got, torch.arange(S)[None] <= torch.arange(L)[:, None]) else ""
+        raise AssertionError(f"causal_mask({L}, {S}) differs at {bad}: got {bool(got[bad])}, expected {bool(want[bad])}.{hint}")
+
+
+# -- scaled_dot_product_attention: values -----------------------------------
+
+@pytest.mark.points(3)
+@given(shapes=qkv_shapes(), seed=seeds, masked=st.booleans(), is_causal=st.booleans())
+def test_attention_matches_reference(subject, shapes, seed, masked, is_causal):
+    """attention matches a float64 reference (any batch dims, bool masks, is_causal)"""
+    q, k, v = make_qkv(shapes, seed)
+    batch, L, S, _, _ = shapes
+    mask = rand_bool((L, S), seed + 3) if masked else None
+    got = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v, mask), {"is_causal": is_causal})).output
+    assert_attention(got, attention64(q, k, v, mask, is_causal=is_causal), attention_hints(q, k, v, mask, is_causal))
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, use_mask=st.booleans(), causal=st.booleans())
+def test_attention_matches_torch(subject, shapes, seed, use_mask, causal):
+    """attention's output equals torch's F.scaled_dot_product_attention where their conventions coincide"""
+    batch, L, S, E, Ev = shapes
+    if causal:
+        S = L  # torch aligns is_causal top-left: the conventions coincide only for L == S
+    q, k, v = make_qkv((batch, L, S, E, Ev), seed)
+    mask = None
+    if use_mask and not causal:
+        mask = rand_bool((L, S), seed + 3)
+        mask[:, 0] = True  # every query sees a key: torch gives NaN otherwise
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask, is_causal=causal)
+    got = run(subject, "scaled_dot_product_attention", q, k, v, mask, is_causal=causal)
+    assert_close(got[0], expected, what="output")
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_output_is_weights_times_values(subject, shapes, seed):
+    """output equals weights @ value, and each weight row sums to 1"""
+    q, k, v = make_qkv(shapes, seed)
+    out, weights = run(subject, "scaled_dot_product_attention", q, k, v)
+    check_tensor(weights, shape=(*q.shape[:-1], k.shape[-2]), dtype=torch.float32, what="weights")
+    assert_close(out, weights.double() @ v.double(), what="output vs weights @ value")
+    assert_close(weights.double().sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64), what="weight row sums", dtype=torch.float64)
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_float_mask_is_added(subject, shapes, seed):
+    """a float attn_mask is added to the scores (-inf entries exclude keys)"""
+    q, k, v = make_qkv(shapes, seed)
+    _, L, S, _, _ = shapes
+    mask = randn((L, S), seed + 4, scale=2.0)
+    mask[rand_bool((L, S), seed + 5, p_true=0.3) & (torch.arange(S) > 0)] = float("-inf")
+    expected = attention64(q, k, v, mask)
+    hints = [(attention64(q, k, v, None), "a float mask is added to the scores before the softmax; it was ignored."),
+             (attention64(q, k, v, mask > 0), "a float mask is added to the scores, not used as a boolean.")]
+    assert_attention(run(subject, "scaled_dot_product_attention", q, k, v, mask), expected, hints)
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, float_mask=st.booleans())
+def test_fully_masked_rows_give_zeros(subject, shapes, seed, float_mask):
+    """a query with no key it may attend gets zero output and zero weights, not NaN"""
+    q, k, v = make_qkv(shapes, seed)
+    _, L, S, _, _ = shapes
+    allowed = rand_bool((L, S), seed + 3)
+    allowed[0] = False
+    mask = allowed if not float_mask else torch.zeros(L, S).masked_fill(~allowed, float("-inf"))
+    assert_attention(run(subject, "scaled_dot_product_attention", q, k, v, mask), attention64(q, k, v, mask), [])
+
+
+# -- masks and causality -----------------------------------------------------
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_masked_keys_have_no_effect(subject, shapes, seed):
+    """changing the content of masked-out keys and values changes nothing"""
+    q, k, v = make_qkv(shapes, seed)
+    _, L, S, _, _ = shapes
+    mask = rand_bool((L, S), seed + 3)
+    hidden = ~mask.any(0)  # keys no query may see
+    k2, v2 = k.clone(), v.clone()
+    k2[..., hidden, :] = randn(k2[..., hidden, :].shape, seed + 7, scale=10.0)
+    v2[..., hidden, :] = randn(v2[..., hidden, :].shape, seed + 8, scale=10.0)
+    a = run(subject, "scaled_dot_product_attention", q, k, v, mask)
+    b = run(subject, "scaled_dot_product_attention", q, k2, v2, mask)
+    assert_close(b[0], a[0], what="output after changing masked keys",
+                 hints=[(attention64(q, k2, v2, ~mask)[0], "True in a boolean mask means 'may attend'.")])
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, data=st.data())
+def test_causal_no_future_leakage_by_perturbation(subject, shapes, seed, data):
+    """with is_causal, changing future keys and values leaves earlier outputs unchanged"""
+    batch, L, _, E, Ev = shapes
+    q, k, v = make_qkv((batch, L, L, E, Ev), seed)
+    t = data.draw(st.integers(0, L - 1), label="t")
+    k2, v2 = k.clone(), v.clone()
+    k2[..., t + 1:, :] += randn(k2[..., t + 1:, :].shape, seed + 9, scale=5.0)
+    v2[..., t + 1:, :] += randn(v2[..., t + 1:, :].shape, seed + 10, scale=5.0)
+    a = run(subject, "scaled_dot_product_attention", q, k, v, is_causal=True)[0]
+    b = run(subject, "scaled_dot_product_attention", q, k2, v2, is_causal=True)[0]
+    check_tensor(b, shape=(*batch, L, Ev), what="output")
+    assert_close(b[..., : t + 1, :], a[..., : t + 1, :], atol=1e-6, what=f"outputs at positions <= {t} after changing later keys")
+
+
+@pytest.mark.points(2)
+@given(L=st.integers(2, 6), E=st.integers(1, 4), seed=seeds, data=st.data())
+def test_causal_jacobian_is_zero_on_the_future(subject, L, E, seed, data):
+    """with is_causal, the gradient of earlier outputs with respect to later inputs is exactly zero"""
+    t = data.draw(st.integers(0, L - 2), label="t")
+    q, k, v = make_qkv(((1,), L, L, E, E), seed, dtype=torch.float64)
+    upstream = randn((1, L, E), seed + 11, dtype=torch.float64)
+    upstream[:, t + 1:] = 0.0  # only outputs at positions <= t send gradient
+    result = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v), {"is_causal": True},
+                              grad_outputs=(upstream, None)))
+    for name, grad in zip("qkv", result.arg_grads):
+        check_tensor(grad, shape=(1, L, E), what=f"gradient of {name}")
+        future = grad[:, t + 1:]
+        if bool((future != 0).any()):
+            raise AssertionError(f"outputs at positions <= {t} have a non-zero gradient with respect to {name} at later positions")
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_causal_alignment_when_lengths_differ(subject, shapes, seed):
+    """is_causal aligns bottom-right when L != S (query i sees keys j <= i + S - L)"""
+    q, k, v = make_qkv(shapes, seed)
+    got = run(subject, "scaled_dot_product_attention", q, k, v, is_causal=True)
+    assert_attention(got, attention64(q, k, v, is_causal=True), attention_hints(q, k, v, None, True))
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, float_mask=st.booleans())
+def test_causal_combines_with_mask(subject, shapes, seed, float_mask):
+    """is_causal and attn_mask both apply when given together"""
+    q, k, v = make_qkv(shapes, seed)
+    _, L, S, _, _ = shapes
+    mask = rand_bool((L, S), seed + 3)
+    if float_mask:
+        mask = randn((L, S), seed + 6).masked_fill(~mask, float("-inf"))
+    expected = attention64(q, k, v, mask, is_causal=True)
+    hints = [(attention64(q, k, v, mask), "is_causal was ignored because attn_mask was given: apply both."),
+             (attention64(q, k, v, None, is_causal=True), "attn_mask was ignored because is_causal was set: apply both.")]
+    assert_attention(run(subject, "scaled_dot_product_attention", q, k, v, mask, is_causal=True), expected, hints)
+
+
+# -- permutations and scaling -----------------------------------------------
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_key_value_permutation_invariance(subject, shapes, seed):
+    """permuting keys and values together leaves the output unchanged"""
+    q, k, v = make_qkv(shapes, seed)
+    perm = permutation(k.shape[-2], seed)
+    a, wa = run(subject, "scaled_dot_product_attention", q, k, v)
+    b, wb = run(subject, "scaled_dot_product_attention", q, k[..., perm, :], v[..., perm, :])
+    assert_close(b, a, what="output after permuting keys and values")
+    assert_close(wb, wa[..., perm], what="weights after permuting keys and values")
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_query_permutation_equivariance(subject, shapes, seed):
+    """permuting the queries permutes the output rows the same way"""
+    q, k, v = make_qkv(shapes, seed)
+    perm = permutation(q.shape[-2], seed)
+    a, _ = run(subject, "scaled_dot_product_attention", q, k, v)
+    b, _ = run(subject, "scaled_dot_product_attention", q[..., perm, :], k, v)
+    assert_close(b, a[..., perm, :], what="output after permuting queries")
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_scale_is_one_over_sqrt_dim(subject, shapes, seed):
+    """the default scale is 1/sqrt(E): duplicating every feature of q and k acts like scale sqrt(2/E)"""
+    q, k, v = make_qkv(shapes, seed)
+    E = q.shape[-1]
+    q2, k2 = torch.cat([q, q], -1), torch.cat([k, k], -1)  # every dot product doubles
+    doubled = run(subject, "scaled_dot_product_attention", q2, k2, v)
+    rescaled = attention64(q, k, v, scale=math.sqrt(2.0 / E))
+    hints = [(attention64(q, k, v, scale=2.0), "did you forget to divide the scores by sqrt(d_k)?"),
+             (attention64(q, k, v, scale=1.0 / E), "the scale is 1/sqrt(E), not 1/E.")]
+    assert_attention(doubled, rescaled, hints)
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds, scale=st.floats(0.05, 3.0))
+def test_custom_scale_is_honoured(subject, shapes, seed, scale):
+    """an explicit scale replaces 1/sqrt(E)"""
+    q, k, v = make_qkv(shapes, seed)
+    got = run(subject, "scaled_dot_product_attention", q, k, v, scale=scale)
+    assert_attention(got, attention64(q, k, v, scale=scale),
+                     [(attention64(q, k, v), "the `scale` argument was ignored.")])
+
+
+# -- dropout ------------------------------------------------------------------
+
+@pytest.mark.points(2)
+@settings(max_examples=3)
+@given(p=st.sampled_from([0.1, 0.25, 0.5]), seed=seeds)
+def test_dropout_rate_and_rescale(subject, p, seed):
+    """dropout zeroes each weight with probability p and scales survivors by 1/(1-p), seeded"""
+    q, k, v = make_qkv(((4,), 32, 48, 8, 8), seed)
+    call = Call(UNIT, "scaled_dot_product_attention", (q, k, v), {"dropout_p": p}, seed=seed)
+    out, dropped = subject.run(call).output
+    again, _ = subject.run(call).output
+    _, clean = attention64(q, k, v)
+    check_tensor(dropped, shape=clean.shape, what="weights with dropout")
+    assert torch.equal(out, again), "two runs with the same torch seed differ: use torch's RNG (e.g. torch.rand_like)"
+    zero_rate = float((dropped == 0).double().mean())
+    assert abs(zero_rate - p) < 0.03, f"with dropout_p={p}, {zero_rate:.1%} of the weights were zeroed; expected about {p:.0%}"
+    kept = dropped != 0
+    assert_close(dropped[kept], clean[kept] / (1 - p), what=f"surviving weights with dropout_p={p}",
+                 hints=[(clean[kept], "scale the surviving weights by 1 / (1 - p)."),
+                        (clean[kept] * (1 - p), "scale the surviving weights by 1 / (1 - p), not (1 - p).")])
+    assert_close(out, dropped.double() @ v.double(), what="output with dropout (must use the dropped weights)")
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_no_dropout_no_randomness(subject, shapes, seed):
+    """with dropout_p=0 nothing random happens: any torch seed gives the same result"""
+    q, k, v = make_qkv(shapes, seed)
+    a = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v), seed=1)).output
+    b = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.0}, seed=2)).output
+    assert_attention(b, a, [], atol=0, rtol=0)
+
+
+# -- gradients, dtypes, devices ----------------------------------------------
+
+@pytest.mark.points(2)
+@settings(max_examples=8)
+@given(shapes=qkv_shapes(max_len=4, max_dim=4), seed=seeds, is_causal=st.booleans())
+def test_gradients_match_finite_differences(subject, shapes, seed, is_causal):
+    """gradients with respect to query, key and value are right (float64 gradcheck)"""
+    q, k, v = make_qkv(shapes, seed, dtype=torch.float64)
+    mask = rand_bool(shapes[1:3], seed + 3) | (torch.arange(shapes[2]) == shapes[2] - 1)
+
+    def build(tensors, grad_outputs):
+        return Call(UNIT, "scaled_dot_product_attention", (*tensors, mask), {"is_causal": is_causal}, grad_outputs=grad_outputs)
+
+    check_gradients(subject.run, build, [q, k, v], seed=seed)
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, dtype=st.sampled_from([torch.float64, torch.bfloat16]), is_causal=st.booleans())
+def test_dtype_is_preserved(subject, shapes, seed, dtype, is_causal):
+    """float64 and bfloat16 inputs give outputs and weights of the same dtype, and right values"""
+    q, k, v = make_qkv(shapes, seed, dtype=dtype)
+    tol = dict(atol=1e-10, rtol=1e-9) if dtype == torch.float64 else dict(atol=3e-2, rtol=3e-2)
+    got = run(subject, "scaled_dot_product_attention", q, k, v, is_causal=is_causal)
+    assert_attention(got, attention64(q, k, v, is_causal=is_causal), [], dtype=dtype, **tol)
+    check_tensor(run(subject, "softmax", q), dtype=dtype, what=f"softmax of a {dtype} tensor")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=5)
+@given(shapes=qkv_shapes(), seed=seeds)
+def test_runs_on_meta_device(subject, shapes, seed):
+    """the whole unit runs on the meta device (every tensor is created on the input's device)"""
+    q, k, v = make_qkv(shapes, seed)
+    _, L, S, _, Ev = shapes
+    on_meta = dict(device="meta")
+    out = subject.run(Call(UNIT, "softmax", (q,), **on_meta)).output
+    check_tensor(out, shape=q.shape, device_type="meta", what="softmax on meta")
+    mask = subject.run(Call(UNIT, "causal_mask", (L, S), {"device": torch.device("meta")})).output
+    check_tensor(mask, shape=(L, S), dtype=torch.bool, device_type="meta", what="causal_mask(device='meta')")
+    for kwargs in ({"is_causal": True}, {"dropout_p": 0.5}):
+        got, weights = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v, rand_bool((L, S), seed)), kwargs, **on_meta)).output
+        check_tensor(got, shape=(*q.shape[:-1], Ev), device_type="meta", what=f"output on meta with {kwargs}")
+        check_tensor(weights, shape=(*q.shape[:-1], S), device_type="meta", what=f"weights on meta with {kwargs}")
+
+
+@pytest.mark.points(0)
+@settings(max_examples=5)
+@given(shapes=qkv_shapes(), seed=seeds, is_causal=st.booleans())
+def test_cpu_and_cuda_agree(subject, shapes, seed, is_causal):
+    """CPU and CUDA give the same result (TF32 off); informational, worth no points"""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    q, k, v = make_qkv(shapes, seed)
+    mask = rand_bool(shapes[1:3], seed + 3)
+    args = (UNIT, "scaled_dot_product_attention", (q, k, v, mask), {"is_causal": is_causal})
+    cpu = subject.run(Call(*args)).output
+    cuda = subject.run(Call(*args, device="cuda")).output
+    check_tensor(cuda[0], device_type="cuda", what="output of a CUDA call")
+    assert_attention(tuple(t.cpu() for t in cuda), cpu, [])
+
+
+# -- contract -----------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, extra=st.integers(1, 3))
+def test_bad_shapes_raise_value_error(subject, shapes, seed, extra):
+    """mismatched sizes raise ValueError with a message naming the sizes"""
+    q, k, v = make_qkv(shapes, seed)
+    E, S = q.shape[-1], k.shape[-2]
+    k_wide = randn((*k.shape[:-1], E + extra), seed)
+    v_long = randn((*v.shape[:-2], S + extra, v.shape[-1]), seed)
+    assert_raises(subject.run, Call(UNIT, "scaled_dot_product_attention", (q, k_wide, v)), "ValueError", mentions=(E, E + extra))
+    assert_raises(subject.run, Call(UNIT, "scaled_dot_product_attention", (q, k, v_long)), "ValueError", mentions=(S, S + extra))
+    assert_raises(subject.run, Call(UNIT, "scaled_dot_product_attention", (q[..., 0, 0].reshape(-1), k, v)), "ValueError")
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds, is_causal=st.booleans())
+def test_noncontiguous_inputs_left_unmodified(subject, shapes, seed, is_causal):
+    """non-contiguous inputs work, and no input is modified in place"""
+    q, k, v = make_qkv(shapes, seed)
+    mask = rand_bool(shapes[1:3], seed + 3)
+    result = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v, mask), {"is_causal": is_causal}, noncontiguous=True))
+    assert_unmodified(result)
+    assert_attention(result.output, attention64(q, k, v, mask, is_causal=is_causal), [])

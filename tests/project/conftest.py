@@ -1,0 +1,33 @@
+"""Fixtures for the project's own tests: grading runs as a real CLI process."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def attn_course(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``attn-course`` in a fresh interpreter, as a user would."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"attn-course {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[dict]:
+    """Grade ``paths`` and return one result dict per path."""
+    unit_args = [arg for unit in units for arg in ("--unit", unit)]
+    out = json.loads(attn_course("grade", *map(str, paths), *unit_args, "--format", "json", *extra).stdout)
+    return out if isinstance(out, list) else [out]
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
