@@ -25,8 +25,10 @@ build: install
 demo: install
 	$(BIN)/attn-course grade solutions assignments
 
+# --dist loadgroup keeps each unit's mutant grading on one worker (graded once).
+# pytest exits 5 when it collects nothing: treated as success, as CI requires.
 test: install
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist loadgroup || [ $$? -eq 5 ]
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -42,14 +42,19 @@ class CourseError(Exception):
 
 
 def _counterexample(error: BaseException) -> str:
-    """The arguments of hypothesis's minimal falsifying example, without the test's name."""
+    """The arguments of hypothesis's minimal failing example, without the test's name."""
+    parts = []
     for note in getattr(error, "__notes__", ()):
-        match = re.match(r"Falsifying example: \w+\((.*)\)\s*$", note, re.S)
-        if match:
-            args = " ".join(line.strip() for line in match.group(1).splitlines()).strip().rstrip(",")
-            args = re.sub(r",?\s*subject=[^,]*", "", args).strip(", ")
-            return args
-    return ""
+        call = re.match(r"(?:Falsifying example|Failing test case): \w+\((.*)\)\s*$", note, re.S)
+        draw = re.match(r"Draw \d+(?: \((\w+)\))?: (.*)$", note, re.S)
+        if call:
+            lines = [re.sub(r"\s+#.*$", "", line).strip() for line in call.group(1).splitlines()]
+            args = [a.strip() for a in " ".join(lines).split(", ") if a.strip()]
+            # The fixture and st.data() carry no information for a student.
+            parts += [a.rstrip(",") for a in args if not a.startswith(("subject=", "data="))]
+        elif draw:
+            parts.append(f"{draw.group(1) or 'drawn'}={draw.group(2).strip()}")
+    return ", ".join(p for p in parts if p)
 
 
 def failure_message(error: BaseException) -> str:

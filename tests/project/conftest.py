@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def attn_course(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def attn_course(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``attn-course`` in a fresh interpreter, as a user would."""
     proc = subprocess.run(
-        [sys.executable, "-m", "autograder.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "autograder.cli", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})},
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"attn-course {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")

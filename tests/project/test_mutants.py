@@ -9,25 +9,36 @@ from conftest import ROOT, grade_json
 from autograder.manifest import load_course
 
 COURSE = load_course(ROOT)
-UNITS = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
+# One xdist group per unit: all of a unit's checks share one grading run.
+UNITS = [
+    pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u)
+    for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()
+]
 # Properties no mutant can reach on this machine, with the reason.
 UNCATCHABLE = {
     "test_cpu_and_cuda_agree": "needs a CUDA device; worth no points, so it cannot lose any",
 }
 
 
-@pytest.fixture(scope="session")
-def graded(tmp_path_factory) -> dict[str, dict[str, dict]]:
-    """unit -> mutant name -> that unit's result, from one grading run per unit."""
-    out = {}
-    for unit in UNITS:
-        spec = COURSE.units[unit]
+class Graded(dict):
+    """unit -> mutant name -> that unit's result; one grading run per unit, on first use."""
+
+    def __init__(self, tmp_path_factory):
+        super().__init__()
+        self.tmp = tmp_path_factory
+
+    def __missing__(self, unit: str) -> dict[str, dict]:
         cases = mutants.load(unit)
-        base = tmp_path_factory.mktemp(unit)
-        paths = [mutants.write(spec.file, m, base / m["name"]) for m in cases]
+        base = self.tmp.mktemp(unit)
+        paths = [mutants.write(COURSE.units[unit].file, m, base / m["name"]) for m in cases]
         results = grade_json(paths, [unit])
-        out[unit] = {m["name"]: r["units"][unit] for m, r in zip(cases, results)}
-    return out
+        self[unit] = {m["name"]: r["units"][unit] for m, r in zip(cases, results)}
+        return self[unit]
+
+
+@pytest.fixture(scope="session")
+def graded(tmp_path_factory) -> Graded:
+    return Graded(tmp_path_factory)
 
 
 @pytest.mark.parametrize("unit", UNITS)

@@ -1,0 +1,163 @@
+"""Unit 4: positional encodings, putting order back.
+
+Attention alone is permutation-equivariant: shuffle the tokens and the outputs
+shuffle the same way, so "dog bites man" and "man bites dog" look alike. An RNN
+knew the order because it read one token at a time; attention must be told.
+Two ways to tell it:
+
+  * sinusoidal encoding ("Attention Is All You Need"): add a fixed table
+    ``PE[p]`` to the token at position ``p``. Each pair of features is a point
+    on a circle turning at its own frequency, so moving ``k`` positions is a
+    fixed rotation of every pair, whatever ``p`` is;
+  * rotary encoding, RoPE (RoFormer, LLaMA): rotate each pair of query and key
+    features by an angle proportional to the position. A dot product of two
+    rotated vectors then depends only on how far apart they are.
+
+Conventions (see the course API page):
+  * pairs are interleaved: features ``(2i, 2i + 1)`` form pair ``i``;
+  * pair ``i`` turns at frequency ``base ** (-2i / dim)``;
+  * every tensor created here lives on the input's device.
+
+Decisions where the API page is silent:
+  * angles are computed in float32, or float64 when float64 is asked for, and
+    only then cast (bfloat16 cannot even hold position 257 exactly);
+  * ``dim`` (or ``D``) must be even and positive, ``num_positions`` >= 0;
+  * ``SinusoidalPositionalEncoding.forward`` accepts any leading dims
+    ``(..., L, dim)``, needs ``0 <= offset`` and ``offset + L <= max_len``, and
+    returns the input's dtype.
+"""
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoidal_encoding(
+    num_positions: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """The sinusoidal position table of "Attention Is All You Need".
+
+    ``PE[p, 2i] = sin(p / base**(2i/dim))`` and
+    ``PE[p, 2i+1] = cos(p / base**(2i/dim))``: sin and cos interleaved, so
+    ``PE[0] = [0, 1, 0, 1, ...]``.
+
+    Inputs:
+      num_positions: P, the number of positions (rows), starting at 0.
+      dim: the number of features; must be even.
+      base: the wavelength scale; pair i turns at frequency base**(-2i/dim).
+      device: where to create the table.
+      dtype: the table's dtype (angles are computed in at least float32).
+    Returns:
+      PE: (P, dim)
+
+    Raises:
+      ValueError if dim is odd or not positive, or num_positions is negative.
+    """
+    ### BEGIN SOLUTION
+    if dim <= 0 or dim % 2:
+        raise ValueError(f"sinusoidal_encoding: dim={dim} must be even and positive (sin/cos pairs)")
+    if num_positions < 0:
+        raise ValueError(f"sinusoidal_encoding: num_positions={num_positions} must be >= 0")
+    # bfloat16 angles would be far off for large p: compute in float32 (or float64), cast at the end.
+    compute = torch.promote_types(dtype, torch.float32)
+    positions = torch.arange(num_positions, device=device, dtype=compute).unsqueeze(-1)  # (P, 1)
+    exponents = torch.arange(0, dim, 2, device=device, dtype=compute) / dim  # (dim/2,): 2i/dim
+    frequencies = torch.exp(-math.log(base) * exponents)  # (dim/2,): base**(-2i/dim)
+    angles = positions * frequencies  # (P, dim/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (P, dim/2, 2)
+    return table.flatten(-2).to(dtype)  # (P, dim): sin, cos, sin, cos, ...
+    ### END SOLUTION
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the sinusoidal table to a batch of sequences.
+
+    The table ``sinusoidal_encoding(max_len, dim, base=base)`` is computed once
+    and kept as a non-persistent buffer: it follows ``.to(device / dtype)``
+    like any buffer, but stays out of ``state_dict`` (it is a function of the
+    constructor's arguments, not something learned).
+
+    Inputs (constructor):
+      dim: the number of features; must be even.
+      max_len: the number of positions in the table.
+      base: as in ``sinusoidal_encoding``.
+    """
+
+    def __init__(self, dim: int, max_len: int = 4096, *, base: float = 10000.0):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.dim, self.max_len, self.base = dim, max_len, base
+        self.register_buffer("pe", sinusoidal_encoding(max_len, dim, base=base), persistent=False)  # (max_len, dim)
+        ### END SOLUTION
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """``x + PE[offset : offset + L]``.
+
+        Inputs:
+          x: (B, L, dim) (any leading dims work).
+          offset: the position of x's first token (e.g. the length of a cache
+            of earlier tokens).
+        Returns:
+          (B, L, dim), x's dtype.
+
+        Raises:
+          ValueError if x's last dim is not dim, offset is negative, or
+          offset + L > max_len.
+        """
+        ### BEGIN SOLUTION
+        if x.dim() < 2 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (B, L, dim={self.dim}); got {tuple(x.shape)}")
+        length = x.shape[-2]
+        if offset < 0 or offset + length > self.max_len:
+            raise ValueError(
+                f"positions {offset}..{offset + length - 1} (offset={offset}, L={length}) "
+                f"are past the table: max_len={self.max_len}"
+            )
+        # The table broadcasts over the leading dims; cast it in case x's dtype differs.
+        return x + self.pe[offset : offset + length].to(x.dtype)  # (..., L, dim)
+        ### END SOLUTION
+
+
+def apply_rope(x: Tensor, positions: Tensor | None = None, *, base: float = 10000.0) -> Tensor:
+    """Rotary position embedding (RoFormer / Meta LLaMA pairing).
+
+    Pair ``i`` of token ``l``, ``(x[..., l, 2i], x[..., l, 2i+1])``, is rotated
+    counter-clockwise by the angle ``theta = positions[..., l] * base**(-2i/D)``:
+    ``(a, b) -> (a cos theta - b sin theta, a sin theta + b cos theta)``, i.e.
+    ``a + ib`` times ``e^(i theta)``. Not the rotate-half layout, which pairs
+    ``i`` with ``i + D/2``.
+
+    Inputs:
+      x: (..., L, D), D even.
+      positions: None (means arange(L)), or a long tensor broadcastable to
+        (..., L).
+      base: pair i turns at frequency base**(-2i/D).
+    Returns:
+      (..., L, D), x's dtype.
+
+    Raises:
+      ValueError if x has fewer than 2 dims or D is odd.
+    """
+    ### BEGIN SOLUTION
+    if x.dim() < 2:
+        raise ValueError(f"apply_rope: x must have shape (..., L, D); got {tuple(x.shape)}")
+    length, dim = x.shape[-2], x.shape[-1]
+    if dim % 2:
+        raise ValueError(f"apply_rope: the last dim D={dim} of x {tuple(x.shape)} must be even (pairs are rotated)")
+    if positions is None:
+        positions = torch.arange(length, device=x.device)  # (L,)
+    compute = torch.promote_types(x.dtype, torch.float32)
+    exponents = torch.arange(0, dim, 2, device=x.device, dtype=compute) / dim  # (D/2,): 2i/D
+    frequencies = torch.exp(-math.log(base) * exponents)  # (D/2,)
+    angles = positions.to(compute).unsqueeze(-1) * frequencies  # (..., L, D/2)
+    cos, sin = angles.cos(), angles.sin()
+    pairs = x.to(compute).unflatten(-1, (dim // 2, 2))  # (..., L, D/2, 2)
+    a, b = pairs[..., 0], pairs[..., 1]  # (..., L, D/2) each
+    rotated = torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1)  # (..., L, D/2, 2)
+    return rotated.flatten(-2).to(x.dtype)  # (..., L, D)
+    ### END SOLUTION

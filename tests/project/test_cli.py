@@ -1,0 +1,115 @@
+"""`attn-course grade` as instructors and CI use it: scores, reports, exit codes, bad input."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import mutants
+from conftest import ROOT, attn_course, grade_json
+from autograder.manifest import load_course
+
+COURSE = load_course(ROOT)
+BUILT = [u.name for u in COURSE.units.values() if (COURSE.solutions / u.file).is_file()]
+
+
+def test_solutions_full_marks_and_stubs_zero():
+    solutions, stubs = grade_json([COURSE.solutions, COURSE.assignments], BUILT)
+    for unit in BUILT:
+        ref, stub = solutions["units"][unit], stubs["units"][unit]
+        assert ref["max_score"] > 0 and ref["score"] == ref["max_score"], (unit, [t for t in ref["tests"] if t["status"] == "failed"])
+        assert stub["score"] == 0, (unit, [t["name"] for t in stub["tests"] if t["score"]])
+        assert stub["max_score"] == ref["max_score"]
+
+
+def test_json_result_model():
+    (result,) = grade_json([COURSE.solutions], ["attention"])
+    assert set(result) >= {"score", "max_score", "units"}
+    unit = result["units"]["attention"]
+    assert set(unit) >= {"score", "max_score", "tests"}
+    for test in unit["tests"]:
+        assert set(test) >= {"name", "score", "max_score", "status", "output"}
+        assert test["status"] in {"passed", "failed", "skipped"}
+    assert result["score"] == sum(u["score"] for u in result["units"].values())
+
+
+def test_grades_are_deterministic_across_runs(tmp_path):
+    mutant = next(m for m in mutants.load("attention") if m["name"] == "mask_after_softmax")
+    paths = [COURSE.solutions, mutants.write("attention.py", mutant, tmp_path / "m")]
+    first = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
+    second = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
+    assert first == second
+
+
+def test_report_names_the_bug_and_shows_no_test_source(tmp_path):
+    mutant = next(m for m in mutants.load("attention") if m["name"] == "no_scale")
+    path = mutants.write("attention.py", mutant, tmp_path / "no_scale")
+    report = attn_course("grade", str(path), "--unit", "attention").stdout
+    assert "did you forget to divide the scores by sqrt(d_k)?" in report
+    assert "counterexample: shapes=" in report
+    hidden = {line.strip() for p in COURSE.hidden_tests.glob("*.py") for line in p.read_text().splitlines()}
+    shown = [line for line in hidden if len(line) > 25 and not line.startswith(('"""', "#")) and line in report]
+    assert not shown, f"hidden test source in the report: {shown[:3]}"
+
+
+def _broken_submissions(tmp_path):
+    cases = {
+        "syntax_error": b"def softmax(x:\n",
+        "not_utf8": b"# \xff\xfe caf\xe9\ndef softmax(x): pass\n",
+        "raises_on_import": b"raise RuntimeError('boom at import')\n",
+        "exits_on_import": b"import sys\nsys.exit(0)\n",
+    }
+    paths = {}
+    for name, body in cases.items():
+        folder = tmp_path / name
+        shutil.copytree(COURSE.solutions, folder)
+        (folder / "attention.py").write_bytes(body)
+        paths[name] = folder
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    paths["missing"] = empty
+    return paths
+
+
+def test_bad_submissions_cost_only_their_unit(tmp_path):
+    paths = _broken_submissions(tmp_path)
+    others = [u for u in BUILT if u != "attention"][:1]
+    results = dict(zip(paths, grade_json(list(paths.values()), ["attention", *others])))
+    expected = {
+        "syntax_error": "attention.py line 1",
+        "not_utf8": "not valid UTF-8",
+        "raises_on_import": "RuntimeError: boom at import",
+        "exits_on_import": "SystemExit",
+        "missing": "attention.py was not found",
+    }
+    for name, text in expected.items():
+        unit = results[name]["units"]["attention"]
+        assert unit["status"] == "unavailable" and unit["score"] == 0, (name, unit["status"])
+        assert text in unit["message"], (name, unit["message"])
+        for other in others:
+            got = results[name]["units"][other]
+            if name != "missing":
+                assert got["score"] == got["max_score"], f"{name}: a broken attention.py cost points in {other}"
+
+
+def test_exit_codes(tmp_path):
+    assert attn_course("grade", str(tmp_path / "nowhere"), check=False).returncode == 2
+    assert attn_course("grade", "solutions", "--unit", "no_such_unit", check=False).returncode == 2
+    # A course whose own test breaks the conventions is a grader failure, not a zero.
+    course = tmp_path / "course_root"
+    shutil.copytree(ROOT / "course", course / "course")
+    shutil.copytree(COURSE.solutions, course / "solutions")
+    (course / "tests" / "hidden").mkdir(parents=True)
+    (course / "tests" / "public").mkdir()
+    (course / "tests" / "hidden" / "test_bad.py").write_text(
+        "import pytest\npytestmark = pytest.mark.unit('attention')\ndef test_x(subject):\n    pass\n"
+    )
+    proc = attn_course("grade", str(COURSE.solutions), "--unit", "attention", check=False, env={"ATTN_COURSE_ROOT": str(course)})
+    assert proc.returncode == 3, proc.stderr
+    assert "points marker" in proc.stderr
+
+
+def test_unit_filter_limits_the_run():
+    (result,) = grade_json([COURSE.solutions], ["attention"])
+    assert list(result["units"]) == ["attention"]
