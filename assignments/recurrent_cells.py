@@ -1,0 +1,255 @@
+# Student stub: fill in every TODO. Generated from solutions/recurrent_cells.py by `attn-course build`;
+# instructors edit the solution, never this file.
+"""Unit 1: recurrent cells (RNN, LSTM, GRU), the recurrence the Transformer replaced.
+
+A recurrent cell reads one step ``x_t`` and the previous hidden state ``h`` and
+returns the next state. Running it over a sequence (``unroll``) is inherently
+sequential: step ``t`` cannot start before step ``t - 1`` is done, and the
+signal from step ``t`` reaches step ``T`` only through ``T - t`` Jacobians
+(``gradient_norms`` measures how it fades).
+
+Conventions (see the course API page):
+  * batch-first: a step is ``x (B, D)`` (or unbatched ``(D,)``), a sequence is
+    ``xs (B, T, D)``;
+  * parameter names, shapes and gate orders are those of ``torch.nn.RNNCell``,
+    ``torch.nn.LSTMCell`` (i, f, g, o) and ``torch.nn.GRUCell`` (r, z, n), so
+    ``load_state_dict`` from the torch module works;
+  * a missing state (``None``) means zeros, created on the input's device with
+    the input's dtype;
+  * bad shapes raise ``ValueError`` naming the argument and the sizes.
+
+Decisions where the API page is silent:
+  * an LSTM state must be a tuple (or list) ``(h, c)``; anything else raises
+    ``ValueError``;
+  * parameters are initialised as torch does, uniform in ``(-1/sqrt(H), 1/sqrt(H))``
+    (the graded tests always load their own weights);
+  * ``unroll`` and ``gradient_norms`` need ``xs`` of rank exactly 3 with at least
+    one step; ``gradient_norms`` needs a batch of one (``B == 1``);
+  * for an LSTM, ``d h_T / d h_t`` is the partial derivative with ``c_t`` held
+    fixed (what autograd gives for the tensor ``h_t``).
+"""
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def _as_batch(x: Tensor, input_size: int) -> tuple[Tensor, bool]:
+    """Validate one step of input and give it a batch dim.
+
+    Inputs:
+      x: (B, D) or unbatched (D,).
+      input_size: D.
+    Returns:
+      x: (B, D), a view of the input (B = 1 when it was unbatched).
+      batched: whether the input had a batch dim.
+    """
+    # TODO: implement _as_batch (see its docstring).
+    raise NotImplementedError("_as_batch: not implemented yet")
+
+
+def _as_state(h: Tensor | None, x: Tensor, batched: bool, hidden_size: int, name: str = "h") -> Tensor:
+    """Validate a state tensor against the (batched) input, or make zeros.
+
+    Inputs:
+      h: None, (B, H) when the input is batched, (H,) when it is not.
+      x: (B, D), the input after ``_as_batch``.
+      batched: whether the caller's input had a batch dim.
+      hidden_size: H.
+      name: the argument's name, for error messages.
+    Returns:
+      h: (B, H), zeros on x's device and dtype when ``h`` is None.
+    """
+    # TODO: implement _as_state (see its docstring).
+    raise NotImplementedError("_as_state: not implemented yet")
+
+
+def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x W^T + b.
+
+    Inputs:
+      x: (B, D)
+      weight: (G, D)
+      bias: (G,) or None
+    Returns:
+      (B, G)
+    """
+    # TODO: implement _affine (see its docstring).
+    raise NotImplementedError("_affine: not implemented yet")
+
+
+def _init_cell(cell: nn.Module, input_size: int, hidden_size: int, bias: bool, gates: int) -> None:
+    """Create the four parameters of a cell with ``gates`` stacked gate blocks.
+
+    Sets attributes input_size, hidden_size, bias and the parameters
+    weight_ih (gates*H, D), weight_hh (gates*H, H), bias_ih (gates*H,),
+    bias_hh (gates*H,) (registered as None when ``bias`` is False, as torch does),
+    all uniform in (-1/sqrt(H), 1/sqrt(H)).
+    """
+    # TODO: implement _init_cell (see its docstring).
+    raise NotImplementedError("_init_cell: not implemented yet")
+
+
+class RNNCell(nn.Module):
+    """Elman RNN cell: h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh).
+
+    Parameters (as torch.nn.RNNCell):
+      weight_ih: (H, D)
+      weight_hh: (H, H)
+      bias_ih: (H,)   (absent when bias=False)
+      bias_hh: (H,)   (absent when bias=False)
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh"):
+        """
+        Inputs:
+          input_size: D.
+          hidden_size: H.
+          bias: whether to have bias_ih and bias_hh.
+          nonlinearity: "tanh" or "relu"; anything else raises ValueError (as torch).
+        """
+        # TODO: implement __init__ (see its docstring).
+        raise NotImplementedError("__init__: not implemented yet")
+
+    def forward(self, x: Tensor, h: Tensor | None = None) -> Tensor:
+        """One step.
+
+        Inputs:
+          x: (B, D) or unbatched (D,).
+          h: (B, H) or unbatched (H,); None means zeros.
+        Returns:
+          h_next: (B, H) or unbatched (H,), like x.
+        """
+        # TODO: implement forward (see its docstring).
+        raise NotImplementedError("forward: not implemented yet")
+
+
+class LSTMCell(nn.Module):
+    """LSTM cell (Hochreiter & Schmidhuber 1997, with a forget gate), as torch.nn.LSTMCell.
+
+        i, f, g, o = split(x W_ih^T + b_ih + h W_hh^T + b_hh)  (torch's order)
+        c' = sigmoid(f) * c + sigmoid(i) * tanh(g)
+        h' = sigmoid(o) * tanh(c')
+
+    Parameters:
+      weight_ih: (4H, D), the rows of gates i, f, g, o stacked in that order
+      weight_hh: (4H, H)
+      bias_ih: (4H,)   (absent when bias=False)
+      bias_hh: (4H,)   (absent when bias=False)
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+        """
+        Inputs:
+          input_size: D.
+          hidden_size: H.
+          bias: whether to have bias_ih and bias_hh.
+        """
+        # TODO: implement __init__ (see its docstring).
+        raise NotImplementedError("__init__: not implemented yet")
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        """One step.
+
+        Inputs:
+          x: (B, D) or unbatched (D,).
+          state: None (zeros), or a tuple (h, c), each (B, H) or unbatched (H,).
+        Returns:
+          (h_next, c_next): each (B, H) or unbatched (H,), like x.
+        """
+        # TODO: implement forward (see its docstring).
+        raise NotImplementedError("forward: not implemented yet")
+
+
+class GRUCell(nn.Module):
+    """GRU cell (Cho et al. 2014), as torch.nn.GRUCell.
+
+        r = sigmoid(W_ir x + b_ir + W_hr h + b_hr)
+        z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
+        n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+        h' = (1 - z) * n + z * h
+
+    Parameters:
+      weight_ih: (3H, D), the rows of r, z, n stacked in that order
+      weight_hh: (3H, H)
+      bias_ih: (3H,)   (absent when bias=False)
+      bias_hh: (3H,)   (absent when bias=False)
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+        """
+        Inputs:
+          input_size: D.
+          hidden_size: H.
+          bias: whether to have bias_ih and bias_hh.
+        """
+        # TODO: implement __init__ (see its docstring).
+        raise NotImplementedError("__init__: not implemented yet")
+
+    def forward(self, x: Tensor, h: Tensor | None = None) -> Tensor:
+        """One step.
+
+        Inputs:
+          x: (B, D) or unbatched (D,).
+          h: (B, H) or unbatched (H,); None means zeros.
+        Returns:
+          h_next: (B, H) or unbatched (H,), like x.
+        """
+        # TODO: implement forward (see its docstring).
+        raise NotImplementedError("forward: not implemented yet")
+
+
+def _hidden(state):
+    """The h of a cell's output: the state itself, or the first of (h, c)."""
+    # TODO: implement _hidden (see its docstring).
+    raise NotImplementedError("_hidden: not implemented yet")
+
+
+def _check_sequence(xs: Tensor, who: str) -> None:
+    """Raise ValueError unless xs is (B, T, D) with T >= 1."""
+    # TODO: implement _check_sequence (see its docstring).
+    raise NotImplementedError("_check_sequence: not implemented yet")
+
+
+def unroll(cell: nn.Module, xs: Tensor, state=None):
+    """Run ``cell`` over a sequence, one step at a time.
+
+    Inputs:
+      cell: any module with forward(x (B, D), state) -> state, where the state
+        is h (B, H) or a tuple (h, c) (this unit's cells and torch's).
+      xs: (B, T, D), batch-first; T >= 1.
+      state: the state before the first step (None: the cell's default, zeros).
+    Returns:
+      outputs: (B, T, H), the h after every step.
+      final_state: what the cell returned at the last step (h, or (h, c)).
+
+    Raises:
+      ValueError if xs is not (B, T, D) with T >= 1.
+    """
+    # TODO: implement unroll (see its docstring).
+    raise NotImplementedError("unroll: not implemented yet")
+
+
+def gradient_norms(cell: nn.Module, xs: Tensor, state=None) -> Tensor:
+    """How much the last hidden state depends on each earlier one.
+
+    Entry ``t - 1`` (for 1-based step ``t = 1..T``) is the Frobenius norm of
+    the Jacobian ``d h_T / d h_t``, where ``h_t`` is the hidden state after
+    step ``t``. The last entry is the norm of the identity, ``sqrt(H)``.
+
+    Inputs:
+      cell: as for ``unroll``.
+      xs: (1, T, D), a batch of one; T >= 1.
+      state: the state before the first step (None: zeros).
+    Returns:
+      norms: (T,), on xs's device, in xs's dtype, detached.
+
+    Decisions: for an LSTM, ``d h_T / d h_t`` holds ``c_t`` fixed (it is the
+    gradient autograd gives for the tensor ``h_t``). The cell's ``.grad``
+    fields are left untouched (``torch.autograd.grad``, not ``backward``).
+
+    Raises:
+      ValueError if xs is not (1, T, D) with T >= 1.
+    """
+    # TODO: implement gradient_norms (see its docstring).
+    raise NotImplementedError("gradient_norms: not implemented yet")

@@ -1,0 +1,212 @@
+"""Unit 5: the Transformer block.
+
+A block is two sublayers, each wrapped in a residual connection and a
+LayerNorm: multi-head self-attention (positions talk to each other) and a
+position-wise feed-forward network (each position thinks on its own).
+
+Conventions (see the course API page):
+  * batch-first: ``x`` is (B, L, d_model);
+  * ``attn_mask``: bool True = may attend, or float (added to the scores),
+    shape (L, L) or (B, H, L, L); ``key_padding_mask``: (B, L) bool, True = padding;
+  * ``is_causal``: position i attends to positions <= i;
+  * post-norm (``norm_first=False``, the 2017 paper) or pre-norm (``norm_first=True``);
+  * with dropout 0 the block equals ``nn.TransformerEncoderLayer(d_model, num_heads,
+    d_ff, dropout=0, activation="gelu", batch_first=True, norm_first=...)``.
+
+Where the API page is silent this module follows ``nn.TransformerEncoderLayer``:
+  * ``dropout`` is also the attention-weight dropout of ``self_attn`` and the
+    dropout inside ``ffn`` (between the GELU and ``linear2``);
+  * ``bias=False`` removes the additive bias of every ``nn.Linear`` (in
+    ``self_attn`` and ``ffn``) and of both LayerNorms (their ``bias`` is then
+    ``None``, like ``nn.LayerNorm(..., bias=False)``).
+"""
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .multi_head import MultiHeadAttention
+
+
+class LayerNorm(nn.Module):
+    """Layer normalization over the last dim (as ``nn.LayerNorm(normalized_shape)``).
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias``, where ``mean`` and the
+    *biased* variance ``var`` (divide by d, not d - 1) are taken over the last
+    dim of each position separately.
+
+    Inputs:
+      normalized_shape: d, the size of the last dim (an int).
+      eps: added to the variance, inside the square root.
+      elementwise_affine: learn ``weight`` (d,) (init ones) and ``bias`` (d,)
+        (init zeros); when False there are no parameters (both are ``None``).
+    Raises:
+      ValueError if ``normalized_shape`` is not a positive int.
+    """
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True):
+        ### BEGIN SOLUTION
+        super().__init__()
+        if isinstance(normalized_shape, bool) or not isinstance(normalized_shape, int) or normalized_shape <= 0:
+            raise ValueError(f"normalized_shape must be a positive int, got {normalized_shape!r}")
+        self.normalized_shape = normalized_shape
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(normalized_shape))
+            self.bias = nn.Parameter(torch.zeros(normalized_shape))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        ### END SOLUTION
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalize each position of ``x``.
+
+        Inputs:
+          x: (..., d) floating point.
+        Returns:
+          Tensor (..., d), same dtype and device as ``x``.
+        Raises:
+          ValueError if the last dim of ``x`` is not d.
+        """
+        ### BEGIN SOLUTION
+        if x.dim() == 0 or x.shape[-1] != self.normalized_shape:
+            raise ValueError(
+                f"LayerNorm: x's last dim is {x.shape[-1] if x.dim() else 'missing'} "
+                f"but normalized_shape={self.normalized_shape}"
+            )
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        centered = x - mean  # (..., d)
+        # Biased variance (divide by d), as nn.LayerNorm; eps inside the sqrt
+        # keeps a constant row finite.
+        var = (centered * centered).mean(dim=-1, keepdim=True)  # (..., 1)
+        y = centered * torch.rsqrt(var + self.eps)  # (..., d)
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+        ### END SOLUTION
+
+
+class FeedForward(nn.Module):
+    """The position-wise feed-forward sublayer: ``linear2(dropout(gelu(linear1(x))))``.
+
+    Inputs:
+      d_model: size of each position's features.
+      d_ff: size of the hidden layer (usually 4 * d_model).
+      dropout: probability of zeroing each hidden unit in training mode.
+    Submodules:
+      linear1: nn.Linear(d_model, d_ff)
+      dropout: nn.Dropout(dropout)
+      linear2: nn.Linear(d_ff, d_model)
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        ### BEGIN SOLUTION
+        super().__init__()
+        if d_model <= 0 or d_ff <= 0:
+            raise ValueError(f"d_model={d_model} and d_ff={d_ff} must be positive")
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        ### END SOLUTION
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the same two-layer MLP to every position.
+
+        Inputs:
+          x: (B, L, d_model)
+        Returns:
+          Tensor (B, L, d_model).
+
+        Hint: the GELU here is the exact one, ``x * Phi(x)`` with ``Phi`` the
+        standard normal CDF (``0.5 * (1 + erf(x / sqrt(2)))``); the tanh
+        approximation differs by up to about 5e-4.
+        """
+        ### BEGIN SOLUTION
+        h = self.linear1(x)  # (B, L, d_ff)
+        h = h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0)))  # exact GELU
+        return self.linear2(self.dropout(h))  # (B, L, d_model)
+        ### END SOLUTION
+
+
+class TransformerBlock(nn.Module):
+    """One Transformer encoder block (self-attention + feed-forward).
+
+    Post-norm (``norm_first=False``, the 2017 paper)::
+
+        x = norm1(x + dropout1(self_attn(x)))
+        x = norm2(x + dropout2(ffn(x)))
+
+    Pre-norm (``norm_first=True``; the residual stream is never normalized)::
+
+        x = x + dropout1(self_attn(norm1(x)))
+        x = x + dropout2(ffn(norm2(x)))
+
+    Inputs:
+      d_model: features per position; must be divisible by num_heads.
+      num_heads: attention heads.
+      d_ff: hidden size of the feed-forward sublayer.
+      dropout: probability used by dropout1, dropout2, the attention weights
+        and the feed-forward hidden layer (as nn.TransformerEncoderLayer).
+      norm_first: pre-norm if True, post-norm if False.
+      bias: if False, no Linear layer and no LayerNorm has an additive bias
+        (as nn.TransformerEncoderLayer(..., bias=False)).
+    Submodules:
+      self_attn: MultiHeadAttention(d_model, num_heads)
+      ffn: FeedForward(d_model, d_ff)
+      norm1, norm2: LayerNorm(d_model)
+      dropout1, dropout2: nn.Dropout(dropout)
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, *, dropout: float = 0.0,
+                 norm_first: bool = False, bias: bool = True):
+        ### BEGIN SOLUTION
+        super().__init__()
+        if d_model <= 0 or num_heads <= 0 or d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} must be a positive multiple of num_heads={num_heads}")
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        if not bias:
+            # FeedForward and LayerNorm have no bias switch in their (fixed)
+            # signatures: remove the biases here, as torch's bias=False does.
+            for module in (self.ffn.linear1, self.ffn.linear2, self.norm1, self.norm2):
+                module.register_parameter("bias", None)
+        ### END SOLUTION
+
+    def forward(self, x: Tensor, *, attn_mask: Tensor | None = None,
+                key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+        """Run the block.
+
+        Inputs:
+          x: (B, L, d_model)
+          attn_mask: None, (L, L) or (B, H, L, L); bool True = may attend, or float.
+          key_padding_mask: None or (B, L) bool, True = padding (ignored as a key).
+          is_causal: position i may attend only to positions j <= i.
+        Returns:
+          Tensor (B, L, d_model).
+        Raises:
+          ValueError if x is not (B, L, d_model).
+        """
+        ### BEGIN SOLUTION
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be (B, L, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        masks = dict(attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal)
+        if self.norm_first:
+            # The residual stream carries the raw x; only the sublayer inputs are normalized.
+            h = self.norm1(x)  # (B, L, d_model)
+            x = x + self.dropout1(self.self_attn(h, h, h, need_weights=False, **masks)[0])
+            x = x + self.dropout2(self.ffn(self.norm2(x)))
+        else:
+            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, need_weights=False, **masks)[0]))
+            x = self.norm2(x + self.dropout2(self.ffn(x)))
+        return x  # (B, L, d_model)
+        ### END SOLUTION
