@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test build clean
+.PHONY: install browser demo plots test build clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,15 +19,26 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# Debian's Chromium drives the attention-viewer test headless. Installing it
+# needs root (as in CI); without it that test skips with the reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+	  (DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	  echo "chromium not installed: the viewer test will skip"
+
 build: install
 	$(BIN)/attn-course build
 
 demo: install
 	$(BIN)/attn-course grade solutions assignments
 
+plots: install
+	$(BIN)/python course/make_plots.py build/plots --readme docs/img
+
 # --dist loadgroup keeps each unit's mutant grading on one worker (graded once).
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
-test: install
+test: install browser
 	$(BIN)/python -m pytest -n 2 --dist loadgroup || [ $$? -eq 5 ]
 
 clean:

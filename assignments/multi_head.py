@@ -10,9 +10,9 @@ dim), and mixes the heads' results back with ``out_proj``.
 Conventions (see the course API page):
   * batch-first: sequences are (B, L, E);
   * head ``h`` holds the features ``h*Dh : (h+1)*Dh`` of the projections;
-  * boolean ``attn_mask``: True means *may attend*; ``key_padding_mask``:
-    True means *padding* (both as in torch, whose attn_mask polarity is the
-    opposite one);
+  * boolean ``attn_mask``: True means *may attend* (unit 2's polarity, the
+    opposite of torch's); ``key_padding_mask``: True means *padding* (as in
+    torch);
   * parameter names map to ``torch.nn.MultiheadAttention``: its
     ``in_proj_weight`` is ``q_proj.weight``, ``k_proj.weight`` and
     ``v_proj.weight`` stacked (likewise the biases); ``out_proj`` is the same.
@@ -84,7 +84,9 @@ class MultiHeadAttention(nn.Module):
       * Dropout acts on the attention weights in training mode only, and the
         returned weights are the dropped ones (as in torch).
       * ``embed_dim % num_heads != 0`` raises ValueError in ``__init__``
-        (torch raises AssertionError).
+        (torch raises AssertionError); the grader also accepts a ValueError
+        raised by the first call instead.
+      * ``weights`` averaged over heads is their mean (dim 1), as in torch.
     """
 
     def __init__(

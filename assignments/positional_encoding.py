@@ -70,15 +70,19 @@ class SinusoidalPositionalEncoding(nn.Module):
     The table ``sinusoidal_encoding(max_len, dim, base=base)`` is computed once
     and kept as a non-persistent buffer: it follows ``.to(device / dtype)``
     like any buffer, but stays out of ``state_dict`` (it is a function of the
-    constructor's arguments, not something learned).
-
-    Inputs (constructor):
-      dim: the number of features; must be even.
-      max_len: the number of positions in the table.
-      base: as in ``sinusoidal_encoding``.
+    constructor's arguments, not something learned). The API page does not
+    name the buffer: any name works, shaped ``(max_len, dim)`` (or
+    ``(1, max_len, dim)``).
     """
 
     def __init__(self, dim: int, max_len: int = 4096, *, base: float = 10000.0):
+        """Compute the table once and register it as a non-persistent buffer.
+
+        Inputs:
+          dim: the number of features; must be even (ValueError otherwise).
+          max_len: the number of positions in the table.
+          base: as in ``sinusoidal_encoding``.
+        """
         super().__init__()
         # TODO: implement __init__ (see its docstring).
         raise NotImplementedError("__init__: not implemented yet")

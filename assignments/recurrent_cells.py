@@ -119,6 +119,10 @@ class RNNCell(nn.Module):
           h: (B, H) or unbatched (H,); None means zeros.
         Returns:
           h_next: (B, H) or unbatched (H,), like x.
+
+        Raises:
+          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
+          shaped (B, H) or (H,) to match x (a different batch size included).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -156,6 +160,10 @@ class LSTMCell(nn.Module):
           state: None (zeros), or a tuple (h, c), each (B, H) or unbatched (H,).
         Returns:
           (h_next, c_next): each (B, H) or unbatched (H,), like x.
+
+        Raises:
+          ValueError if x is not (B, D) or (D,) with D = input_size, if state is
+          not None or a pair, or if h or c is not shaped (B, H) or (H,) to match x.
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -194,6 +202,10 @@ class GRUCell(nn.Module):
           h: (B, H) or unbatched (H,); None means zeros.
         Returns:
           h_next: (B, H) or unbatched (H,), like x.
+
+        Raises:
+          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
+          shaped (B, H) or (H,) to match x (a different batch size included).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")

@@ -13,7 +13,6 @@ from pathlib import Path
 from rich.console import Console
 
 from . import stubgen
-from .grading import GraderError, grade
 from .manifest import load_course
 from .report import print_results
 
@@ -35,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
         cmd.add_argument("-v", "--verbose", action="store_true", help="one row per property, always")
     sub.choices["grade"].add_argument("paths", nargs="+", type=Path, metavar="PATH", help="submission folder(s)")
+    sub.choices["grade"].add_argument(
+        "--no-sandbox", dest="sandbox", action="store_false",
+        help="run student code in the grader's own process (faster to start, but forgeable; not for real grades)")
+    sub.choices["grade"].add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                                      help="time limit of one call into the submission (default 10)")
     sub.choices["grade"].add_argument("--seed", type=int, help="course authors: other hypothesis examples (not for grades)")
     sub.choices["check"].add_argument("unit_args", nargs="*", metavar="UNIT", help="units to check (default: all)")
     sub.choices["check"].add_argument("--path", type=Path, help="your folder (default: assignments/)")
@@ -70,18 +74,32 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     if args.command == "grade":
-        folders, options = args.paths, {"seed": args.seed}
+        folders, options = args.paths, {"seed": args.seed, "sandbox": args.sandbox, "timeout": args.timeout}
     else:
         folders = [args.path or course.assignments]
         args.units = (args.units or []) + args.unit_args
         # Checking your own work: only the public tests, and your own siblings (no stand-ins).
-        options = {"suites": ("public",), "isolate": False}
+        options = {"suites": ("public",), "isolate": False, "sandbox": False}
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         print(f"attn-course: no such submission folder: {', '.join(missing)}", file=sys.stderr)
         return EXIT_USAGE
+    pool = None
     try:
         course.select(args.units)
+        if options.get("sandbox"):
+            from .zygote import prestart
+
+            pool = prestart(course)  # its torch import overlaps with ours below
+    except ValueError as error:
+        print(f"attn-course: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as error:
+        print(f"attn-course: grader failure: the sandbox could not start: {error}", file=sys.stderr)
+        return EXIT_GRADER
+    from .grading import GraderError, grade
+
+    try:
         results = grade(course, folders, units=args.units, **options)
     except ValueError as error:
         print(f"attn-course: {error}", file=sys.stderr)
@@ -89,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     except GraderError as error:
         print(f"attn-course: grader failure: {error}", file=sys.stderr)
         return EXIT_GRADER
+    finally:
+        if pool is not None:
+            pool.release()
     _emit(results, args)
     return 0
 

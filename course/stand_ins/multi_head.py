@@ -2,9 +2,10 @@
 
 It follows the course API page exactly (names, shapes, mask conventions) but is
 written over torch's own functions, so nothing of the reference solution
-leaks to students: ``F.scaled_dot_product_attention`` with one explicit
-additive mask when no weights are wanted, ``torch.softmax`` when they are.
-It is self-contained: it imports no sibling of the package.
+leaks to students: one explicit additive mask, ``torch.softmax`` and
+``F.dropout``. (Not ``F.scaled_dot_product_attention``, and no ``tril``: on
+CPU they start a thread pool even for tiny tensors, which costs ~20 ms a call
+on a busy machine.) It is self-contained: it imports no sibling of the package.
 
 Conventions (course API page, unit 3):
   * ``key_padding_mask (B, S)`` bool, True = padding (float: added);
@@ -12,6 +13,8 @@ Conventions (course API page, unit 3):
   * ``is_causal`` applies the bottom-right aligned causal mask, combined with the others;
   * a query with no key it may attend gets zero attention (and zero weights)
     before ``out_proj``, never NaN.
+Where the page is silent: ``key`` defaults to ``query`` and ``value`` to ``key``
+(so to ``query`` when both are omitted); a float ``key_padding_mask`` is added.
 """
 from __future__ import annotations
 
@@ -100,7 +103,9 @@ class MultiHeadAttention(nn.Module):
             else:
                 bias = bias + attn_mask.to(q.dtype)
         if is_causal:
-            causal = torch.ones((L, S), dtype=torch.bool, device=q.device).tril(S - L)  # (L, S), bottom-right
+            rows = torch.arange(L, device=q.device).unsqueeze(-1)  # (L, 1)
+            cols = torch.arange(S, device=q.device).unsqueeze(0)  # (1, S)
+            causal = cols <= rows + (S - L)  # (L, S), bottom-right
             allowed = allowed & causal
         allowed = allowed & ~torch.isneginf(bias)
         # A query with no allowed key: attend to everything (finite, no NaN in
@@ -110,16 +115,13 @@ class MultiHeadAttention(nn.Module):
         bias = torch.where(empty, torch.zeros_like(bias), bias)
         p = self.dropout if self.training else 0.0
 
-        if need_weights:
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim) + bias  # (B, H, L, S)
-            weights = torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)  # (B, H, L, S)
-            weights = F.dropout(weights, p, training=p > 0.0)
-            out = weights @ v  # (B, H, L, Dh)
-        else:
-            weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)  # (B, H, L, Dh)
-            out = out.masked_fill(empty, 0.0)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim) + bias  # (B, H, L, S)
+        weights = torch.softmax(scores, dim=-1).masked_fill(empty, 0.0)  # (B, H, L, S)
+        weights = F.dropout(weights, p, training=p > 0.0)
+        out = weights @ v  # (B, H, L, Dh)
         out = self.out_proj(merge_heads(out))  # (B, L, E)
-        if weights is not None and average_attn_weights:
+        if not need_weights:
+            return out, None
+        if average_attn_weights:
             weights = weights.mean(dim=1)  # (B, L, S)
         return out, weights

@@ -7,6 +7,8 @@ gives NaN on); the right answer always comes from torch itself.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 
 import torch
@@ -85,13 +87,31 @@ def torch_grads_as_ours(grads: dict) -> dict:
 
 # -- torch itself ---------------------------------------------------------------
 
-def torch_layer(d_model: int, num_heads: int, d_ff: int, state: dict, *, norm_first: bool, bias: bool = True):
-    """``nn.TransformerEncoderLayer`` in float64, in train mode with dropout 0
-    (train mode keeps torch off its fused inference path; dropout 0 makes it exact)."""
-    layer = torch.nn.TransformerEncoderLayer(
+@contextlib.contextmanager
+def one_thread():
+    """Run torch single-threaded: on CPU, torch's attention kernel starts its thread
+    pool even for tiny tensors, which costs ~20 ms a call on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@functools.lru_cache(maxsize=None)
+def _empty_layer(d_model: int, num_heads: int, d_ff: int, norm_first: bool, bias: bool):
+    return torch.nn.TransformerEncoderLayer(
         d_model, num_heads, d_ff, dropout=0.0, activation="gelu", batch_first=True,
         norm_first=norm_first, bias=bias, dtype=torch.float64,
     )
+
+
+def torch_layer(d_model: int, num_heads: int, d_ff: int, state: dict, *, norm_first: bool, bias: bool = True):
+    """``nn.TransformerEncoderLayer`` in float64, in train mode with dropout 0
+    (train mode keeps torch off its fused inference path; dropout 0 makes it exact).
+    One layer per configuration is built and reloaded with ``state`` on each use."""
+    layer = _empty_layer(d_model, num_heads, d_ff, norm_first, bias)
     layer.load_state_dict({k: v.double() for k, v in torch_state(state).items()}, strict=True)
     return layer.train()
 
@@ -127,11 +147,12 @@ def torch_block(x, state, num_heads, *, norm_first, attn_mask=None, key_padding_
     kpm = None
     if key_padding_mask is not None:  # as a float mask too: torch warns on mixed mask types
         kpm = torch.zeros(key_padding_mask.shape, dtype=torch.float64).masked_fill(key_padding_mask, float("-inf"))
-    out = layer(x, src_mask=mask, src_key_padding_mask=kpm)
-    if grad_output is None:
-        return out.detach()
-    names = [n for n, _ in layer.named_parameters()]
-    grads = torch.autograd.grad(out, [x, *layer.parameters()], grad_output.double())
+    with one_thread():
+        out = layer(x, src_mask=mask, src_key_padding_mask=kpm)
+        if grad_output is None:
+            return out.detach()
+        names = [n for n, _ in layer.named_parameters()]
+        grads = torch.autograd.grad(out, [x, *layer.parameters()], grad_output.double())
     return out.detach(), grads[0], torch_grads_as_ours(dict(zip(names, grads[1:])))
 
 
@@ -197,9 +218,10 @@ def attention64(x, state, num_heads, *, attn_mask=None, key_padding_mask=None, i
 
 
 def block64(x, state, num_heads, *, norm_first, attn_mask=None, key_padding_mask=None, is_causal=False,
-            act="erf", attn_residual=True, ffn_residual=True, residual_from_normed=False, norms=("norm1", "norm2"),
+            act="erf", attn_residual=True, ffn_residual=True, residual_from_normed="", norms=("norm1", "norm2"),
             use_masks=True):
-    """The block by hand; the keyword arguments after ``is_causal`` build known-wrong answers."""
+    """The block by hand; the keyword arguments after ``is_causal`` build known-wrong answers
+    (``residual_from_normed``: "attn", "ffn" or "both" pre-norm residuals taken from the normalized x)."""
     x = x.double()
 
     def norm(h, which):
@@ -215,9 +237,9 @@ def block64(x, state, num_heads, *, norm_first, attn_mask=None, key_padding_mask
 
     if norm_first:
         h = norm(x, 0)
-        x = (h if residual_from_normed else x) * attn_residual + attn(h)
+        x = (h if residual_from_normed in ("attn", "both") else x) * attn_residual + attn(h)
         h = norm(x, 1)
-        x = (h if residual_from_normed else x) * ffn_residual + ffn(h)
+        x = (h if residual_from_normed in ("ffn", "both") else x) * ffn_residual + ffn(h)
     else:
         x = norm(x * attn_residual + attn(x), 0)
         x = norm(x * ffn_residual + ffn(x), 1)
@@ -227,7 +249,12 @@ def block64(x, state, num_heads, *, norm_first, attn_mask=None, key_padding_mask
 def block_hints(x, state, num_heads, *, norm_first, **masks):
     """Known wrong answers of the block, each with the advice that fixes it."""
     has_masks = any(v is not None and v is not False for v in masks.values())
-    wrong = [
+    wrong = []
+    if has_masks:  # first: with masks ignored, other wrong answers can coincide
+        wrong.append((dict(use_masks=False), "the masks (attn_mask, key_padding_mask, is_causal) must be passed on to self_attn."))
+    if not masks.get("is_causal"):
+        wrong.append((dict(is_causal=True), "is_causal=False: the block must not apply a causal mask unless asked."))
+    wrong += [
         (dict(norm_first=not norm_first), "norm_first=True is pre-norm (x + attn(norm1(x))), False is post-norm "
                                           "(norm1(x + attn(x))): the two were swapped or norm_first ignored."),
         (dict(act="relu"), "the feed-forward activation is the exact (erf) GELU, not ReLU."),
@@ -238,10 +265,8 @@ def block_hints(x, state, num_heads, *, norm_first, **masks):
         (dict(norms=("norm2", "norm2")), "norm1 and norm2 must be two LayerNorms: one was shared by both sublayers."),
     ]
     if norm_first:
-        wrong.append((dict(residual_from_normed=True), "in pre-norm the residual adds the un-normalized x: "
-                                                        "x + attn(norm1(x)), not norm1(x) + attn(norm1(x))."))
-    if has_masks:
-        wrong.append((dict(use_masks=False), "the masks (attn_mask, key_padding_mask, is_causal) must be passed on to self_attn."))
+        text = "in pre-norm the residual adds the un-normalized x: x + attn(norm1(x)), not norm1(x) + attn(norm1(x))."
+        wrong += [(dict(residual_from_normed=where), text) for where in ("attn", "ffn", "both")]
     hints = []
     for change, text in wrong:
         options = dict(norm_first=norm_first, **masks)

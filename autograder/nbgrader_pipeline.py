@@ -1,0 +1,458 @@
+"""``attn-course nbgrader``: grade a class with the real nbgrader, scored by the CLI.
+
+The course directory is ``course/`` (``nbgrader_config.py``, ``source/``);
+nbgrader writes ``release/``, ``submitted/``, ``autograded/``, ``feedback/``
+and ``gradebook.db`` there. The steps::
+
+    build       regenerate course/source/ from solutions/ and the lessons (--check: exit 1 if stale)
+    generate    nbgrader generate_assignment, one assignment per unit
+    collect     copy INBOX/<student>/**/<unit>.ipynb to submitted/<student>/<unit>/<unit>.ipynb
+    autograde   nbgrader autograde, then the trusted re-scoring below
+    feedback    nbgrader generate_feedback
+    export      nbgrader export to CSV
+    all         generate, collect, autograde, feedback, export
+
+Why re-score. The student's code runs in the same kernel as nbgrader's test
+cells, so anything the kernel says can be patched (``torch.allclose =
+lambda *a, **k: True``). So the kernel's verdict never counts: before any
+kernel runs, each submitted notebook's answer cells are read (by nbgrader
+``grade_id``, from the JSON, never from what a kernel printed), put between
+the instructor's read-only parts into the unit's ``.py`` file, and graded by
+``attn-course grade`` in a separate process (sandboxed by the CLI), while
+nbgrader's kernels run on the other core. After autograde, the score of every
+grade cell in nbgrader's gradebook is the CLI's: a visible test cell gets its
+public test's points, the hidden-test cell the sum of the hidden properties'.
+Manual scores and extra credit are put back as they were before the kernels
+ran, and every output of the autograded notebooks is replaced by the trusted
+report (or removed), so the feedback shows nothing a kernel printed.
+
+Tampering. :class:`RestoreCellMetadata` (in nbgrader's sanitize step, see
+``course/nbgrader_config.py``) restores each nbgrader cell's flags and, for
+locked cells, its source from the gradebook before nbgrader's own
+OverwriteCells; so an edited or flag-flipped test cell is restored (never a
+crash, never free points) and a deleted one is added back.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from . import notebooks
+from .manifest import Course, load_course
+
+CONFIG = "nbgrader_config.py"
+
+
+class PipelineError(Exception):
+    """A step of the pipeline failed (not a student's fault): exit code 3."""
+
+
+# -- nbgrader preprocessor: runs inside nbgrader's (trusted) process ---------------
+
+class RestoreCellMetadata(NbGraderPreprocessor):
+    """Restore every nbgrader cell's metadata (and a locked cell's source) from the gradebook.
+
+    nbgrader's OverwriteCells restores a locked cell's source but then checks
+    its checksum, which also covers the grade/solution flags and the points:
+    a student who flips a test cell's ``grade`` flag makes the whole
+    notebook fail with "Inconsistent checksums". Restoring all the flags first
+    makes the checksum hold again. A cell claiming a grade_id this notebook
+    does not have is treated as ordinary student text.
+    """
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            source_nb = gb.find_notebook(info["notebook"], info["assignment"])
+            sources = {c.name: c for c in source_nb.source_cells}
+            grades = {c.name: c for c in source_nb.grade_cells}
+            solutions = {c.name for c in source_nb.solution_cells}
+            tasks = {c.name for c in source_nb.task_cells}
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader")
+                if meta is None:
+                    continue
+                gid = meta.get("grade_id") if isinstance(meta, dict) else None
+                if gid not in sources:
+                    del cell.metadata["nbgrader"]
+                    continue
+                source = sources[gid]
+                if cell.cell_type != source.cell_type:
+                    self.log.warning("Cell %s: type restored to %s", gid, source.cell_type)
+                    _set_type(cell, source.cell_type)
+                restored = {"grade": gid in grades, "grade_id": gid, "locked": bool(source.locked),
+                            "schema_version": 3, "solution": gid in solutions}
+                if gid in tasks:
+                    restored["task"] = True
+                if gid in grades:
+                    restored["points"] = float(grades[gid].max_score)
+                if any(meta.get(k) != v for k, v in restored.items()):
+                    self.log.warning("Cell %s: nbgrader metadata restored from the gradebook", gid)
+                cell.metadata["nbgrader"] = restored
+                if source.locked and cell.source != source.source:
+                    self.log.warning("Cell %s: locked cell edited; its source is restored", gid)
+                    cell.source = source.source
+        return nb, resources
+
+
+def _set_type(cell, cell_type: str) -> None:
+    cell.cell_type = cell_type
+    if cell_type == "code":
+        cell.setdefault("outputs", [])
+        cell.setdefault("execution_count", None)
+    else:
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+
+
+# -- running nbgrader -----------------------------------------------------------------
+
+def use_environment_tools() -> None:
+    """nbgrader calls ``alembic`` (and kernels ``python``) by name: find them next to this interpreter."""
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+def run_nbgrader(course_dir: Path, *args: str, trusted: bool = False, per_student: bool = False) -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` in the course directory. With ``per_student``, a
+    failure that nbgrader reports for some submissions only (a kernel that
+    died, a notebook it could not read) is printed and grading goes on."""
+    use_environment_tools()
+    env = dict(os.environ)
+    if trusted:
+        env[notebooks.TRUSTED_ENV] = "1"
+    command = [sys.executable, "-m", "nbgrader", *args]
+    proc = subprocess.run(command, cwd=str(course_dir), env=env, capture_output=True, text=True)
+    failed = re.findall(r"There was an error processing assignment '([^']*)' for student '([^']*)'", proc.stdout + proc.stderr)
+    if proc.returncode != 0 and per_student and failed:
+        for assignment, student in failed:
+            print(f"warning: nbgrader {args[0]} failed for {student}/{assignment} (its trusted score still counts)")
+        return proc
+    if proc.returncode != 0:
+        raise PipelineError(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n"
+                            f"{(proc.stdout + proc.stderr)[-4000:]}")
+    return proc
+
+
+def assignments(course: Course, course_dir: Path, units: list[str] | None) -> list[str]:
+    """The units (= assignments = notebooks) to work on, in course order."""
+    chosen = [u.name for u in course.select(units)]
+    return [u for u in chosen if (course_dir / "source" / u / f"{u}.ipynb").is_file()]
+
+
+def patterns(course_dir: Path, units: list[str]) -> list[str]:
+    """nbgrader assignment ids to run: one glob for every assignment when all
+    are selected (one nbgrader process, not one per unit: each costs seconds)."""
+    every = sorted(p.name for p in (course_dir / "source").iterdir() if p.is_dir())
+    return ["*"] if sorted(units) == every else list(units)
+
+
+def students(course_dir: Path, unit: str) -> list[str]:
+    folder = course_dir / "submitted"
+    return sorted(p.name for p in folder.iterdir() if (p / unit).is_dir()) if folder.is_dir() else []
+
+
+# -- steps ------------------------------------------------------------------------------
+
+def step_generate(course: Course, course_dir: Path, units: list[str]) -> None:
+    if course_dir.resolve() == (course.root / "course").resolve():
+        old = notebooks.stale(course)
+        if old:
+            raise PipelineError(f"stale notebooks ({', '.join(old)}): run `attn-course build` first")
+    for pattern in patterns(course_dir, units):
+        run_nbgrader(course_dir, "generate_assignment", pattern, "--force")
+    print(f"released {', '.join(units)} in {course_dir / 'release'}")
+
+
+def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path) -> list[str]:
+    """INBOX/<student>/**/<unit>.ipynb -> submitted/<student>/<unit>/<unit>.ipynb."""
+    found = []
+    for student_dir in sorted(p for p in inbox.iterdir() if p.is_dir()):
+        for unit in units:
+            matches = sorted(student_dir.rglob(f"{unit}.ipynb"))
+            if not matches:
+                continue
+            target = course_dir / "submitted" / student_dir.name / unit / f"{unit}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(matches[0], target)
+            found.append(f"{student_dir.name}/{unit}")
+    print(f"collected {len(found)} notebooks from {inbox}")
+    return found
+
+
+def extract(course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
+    """(layouts, {student: {unit: file text}}) from the source and submitted
+    notebooks, read as JSON before any kernel runs."""
+    layouts = {}
+    for unit in units:
+        layout = notebooks.read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")
+        if layout is None:
+            raise PipelineError(f"source/{unit}/{unit}.ipynb is missing or unreadable")
+        layouts[unit] = layout
+    files: dict[str, dict[str, str]] = {}
+    for unit in units:
+        for student in students(course_dir, unit):
+            path = course_dir / "submitted" / student / unit / f"{unit}.ipynb"
+            submitted = notebooks.read_notebook(path)
+            # An unreadable notebook grades as the untouched stubs (nbgrader cannot run it either).
+            files.setdefault(student, {})[unit] = notebooks.module_source(layouts[unit], submitted)
+    return layouts, files
+
+
+def _grade_cells(layout: dict) -> dict[str, list[str]]:
+    """grade_id -> the CLI test ids it stands for."""
+    cells = {}
+    for cell in layout["cells"]:
+        part = cell.get("metadata", {}).get(notebooks.META, {})
+        if part.get("part") == "test":
+            cells[cell["metadata"]["nbgrader"]["grade_id"]] = list(part["tests"])
+    return cells
+
+
+def _snapshot(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple, tuple]:
+    """(student, unit, grade_id) -> (manual_score, extra_credit) before the kernels run."""
+    saved = {}
+    with Gradebook(db_url) as gb:
+        for student, unit in pairs:
+            try:
+                submission = gb.find_submission_notebook(unit, unit, student)
+            except MissingEntry:
+                continue
+            for grade in submission.grades:
+                saved[(student, unit, grade.name)] = (grade.manual_score, grade.extra_credit)
+    return saved
+
+
+def rescore(db_url: str, layouts: dict[str, dict], results: dict[str, dict], saved: dict) -> dict[tuple, float]:
+    """Write the CLI's points into every grade cell; returns {(student, unit): score}."""
+    totals = {}
+    with Gradebook(db_url) as gb:
+        for student, result in results.items():
+            for unit, layout in layouts.items():
+                if unit not in result["units"]:
+                    continue
+                scores = notebooks.test_scores(result, unit)
+                for gid, test_ids in _grade_cells(layout).items():
+                    records = [scores[t] for t in test_ids if t in scores]
+                    expected = next(c for c in layout["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid)
+                    max_score = float(expected["metadata"]["nbgrader"]["points"])
+                    graded_max = sum(r["max_score"] for r in records)
+                    if records and abs(graded_max - max_score) > 1e-9:
+                        raise PipelineError(f"{unit} cell {gid} is worth {max_score:g} in the notebook but "
+                                            f"{graded_max:g} in the CLI rubric: run `attn-course build`")
+                    score = float(sum(r["score"] for r in records))
+                    cell = gb.find_grade_cell(gid, unit, unit)
+                    cell.max_score = max_score  # as generated, whatever a kernel wrote into the database
+                    try:
+                        grade = gb.find_grade(gid, unit, unit, student)
+                    except MissingEntry:
+                        print(f"warning: no nbgrader submission for {student}/{unit}: not in the gradebook")
+                        break
+                    grade.auto_score = score
+                    grade.needs_manual_grade = False
+                    grade.manual_score, grade.extra_credit = saved.get((student, unit, gid), (None, None))
+                    totals[(student, unit)] = totals.get((student, unit), 0.0) + score
+        gb.db.commit()
+    return totals
+
+
+def _stream(text: str):
+    return nbformat.v4.new_output("stream", name="stdout", text=text.rstrip("\n") + "\n")
+
+
+def trusted_outputs(course_dir: Path, layouts: dict, results: dict) -> None:
+    """Replace every output of the autograded notebooks: a test cell shows the
+    trusted report, any other cell nothing (its kernel could read the course)."""
+    for student, result in results.items():
+        for unit, layout in layouts.items():
+            path = course_dir / "autograded" / student / unit / f"{unit}.ipynb"
+            if not path.is_file() or unit not in result["units"]:
+                continue
+            nb = nbformat.read(str(path), as_version=4)
+            cells = _grade_cells(layout)
+            for cell in nb.cells:
+                gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+                if cell.cell_type == "code":
+                    if gid in cells:
+                        hidden = gid == notebooks.grade_id(unit, "hidden")
+                        text = (notebooks.hidden_report(result, unit)[0] if hidden
+                                else notebooks.visible_report(result, unit, cells[gid][0]))
+                        cell.outputs = [_stream(text)]
+                    else:
+                        cell.outputs = []
+                if gid not in cells:  # a student's copy of the markers would crash ClearHiddenTests
+                    cell.source = cell.source.replace(notebooks.HIDDEN_BEGIN, "### (marker removed)") \
+                                             .replace(notebooks.HIDDEN_END, "### (marker removed)")
+            nbformat.write(nb, str(path))
+
+
+class TrustedGrading:
+    """``attn-course grade`` of the extracted files, one process per unit (all
+    students together), run from a background thread: one at a time while
+    nbgrader's kernels hold a core, two at a time once they are done."""
+
+    def __init__(self, course: Course, files: dict[str, dict[str, str]], units: list[str]):
+        self.jobs = [u for u in units if any(u in f for f in files.values())]
+        self.course, self.files = course, files
+        self.slots, self.results, self.errors = 1, {}, []
+        self.condition = threading.Condition()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        running: list[tuple[str, object]] = []
+        pending = list(self.jobs)
+        while pending or running:
+            with self.condition:
+                while pending and len(running) < self.slots:
+                    unit = pending.pop(0)
+                    sources = {s: {unit: f[unit]} for s, f in self.files.items() if unit in f}
+                    running.append((unit, notebooks.grade_sources(self.course, sources, [unit], background=True)))
+            done = [job for job in running if job[1].poll() is not None]
+            if not done:
+                time.sleep(0.1)
+            for job in done:
+                running.remove(job)
+                unit, wait = job
+                try:
+                    for student, result in wait().items():
+                        self.results.setdefault(student, {"units": {}})["units"][unit] = result["units"][unit]
+                except RuntimeError as error:
+                    self.errors.append(str(error))
+
+    def widen(self) -> None:
+        with self.condition:
+            self.slots = 2
+
+    def wait(self) -> dict[str, dict]:
+        self.widen()
+        self.thread.join()
+        if self.errors:
+            raise PipelineError("\n".join(self.errors))
+        return self.results
+
+
+def step_autograde(course: Course, course_dir: Path, units: list[str], *, cell_timeout: float | None = None) -> dict:
+    """nbgrader autograde with the trusted re-scoring; returns timings and scores."""
+    db_url = "sqlite:///" + str(course_dir / "gradebook.db")
+    layouts, files = extract(course_dir, units)
+    if not files:
+        print("nothing to autograde: submitted/ is empty")
+        return {"scores": {}}
+    started = time.perf_counter()
+    trusted = TrustedGrading(course, files, units)  # starts now, before any kernel runs
+    saved = _snapshot(db_url, [(s, u) for s, us in files.items() for u in us])
+    extra = [f"--Execute.timeout={cell_timeout:g}"] if cell_timeout else []
+    for pattern in patterns(course_dir, units):
+        if pattern == "*" or students(course_dir, pattern):
+            run_nbgrader(course_dir, "autograde", pattern, "--force", *extra, trusted=True, per_student=True)
+    kernel_done = time.perf_counter() - started
+    trusted.widen()
+    graded = trusted.wait()
+    trusted_done = time.perf_counter() - started
+    results = {student: {"units": {u: graded[student]["units"][u] for u in us}} for student, us in files.items()}
+    scores = rescore(db_url, layouts, results, saved)
+    trusted_outputs(course_dir, layouts, results)
+    n_notebooks = sum(len(us) for us in files.values())
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"autograded {n_notebooks} notebooks of {len(files)} students in {time.perf_counter() - started:.1f} s "
+          f"(nbgrader and its kernels {kernel_done:.1f} s, trusted grading {trusted_done:.1f} s, side by side; "
+          f"CPU {cpu.ru_utime + cpu.ru_stime:.1f} s)")
+    print(f"  nbgrader autograde: {kernel_done / n_notebooks:.1f} s per notebook")
+    return {"scores": scores, "results": results,
+            "kernel_seconds": kernel_done, "trusted_seconds": trusted_done}
+
+
+def step_feedback(course_dir: Path, units: list[str]) -> None:
+    for pattern in patterns(course_dir, units):
+        if pattern == "*" or students(course_dir, pattern):
+            run_nbgrader(course_dir, "generate_feedback", pattern, "--force", per_student=True)
+    print(f"feedback in {course_dir / 'feedback'}")
+
+
+def step_export(course_dir: Path, output: Path) -> Path:
+    output = output if output.is_absolute() else Path.cwd() / output
+    run_nbgrader(course_dir, "export", f"--to={output}")
+    print(f"wrote {output}")
+    return output
+
+
+# -- command line -------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attn-course nbgrader", description=__doc__.splitlines()[0])
+    parser.add_argument("--course", type=Path, help="the nbgrader course directory (default: course/)")
+    parser.add_argument("--unit", action="append", dest="units", metavar="UNIT", help="only this unit (repeatable)")
+    sub = parser.add_subparsers(dest="step", required=True)
+    build = sub.add_parser("build", help="regenerate course/source/ from solutions/ and the lessons")
+    build.add_argument("--check", action="store_true", help="only report stale notebooks (exit 1 if any)")
+    sub.add_parser("generate", help="nbgrader generate_assignment for every unit")
+    sub.add_parser("collect", help="copy INBOX/<student>/**/<unit>.ipynb into submitted/").add_argument("inbox", type=Path)
+    auto = sub.add_parser("autograde", help="nbgrader autograde, scored by attn-course grade")
+    sub.add_parser("feedback", help="nbgrader generate_feedback")
+    export = sub.add_parser("export", help="nbgrader export to CSV")
+    every = sub.add_parser("all", help="generate, collect INBOX, autograde, feedback, export")
+    every.add_argument("inbox", type=Path)
+    for cmd in (auto, every):
+        cmd.add_argument("--cell-timeout", type=float, help="seconds per notebook cell (default: nbgrader_config.py)")
+    for cmd in (export, every):
+        cmd.add_argument("-o", "--output", type=Path, default=Path("grades.csv"), help="CSV file (default: grades.csv)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    use_environment_tools()
+    course = load_course()
+    course_dir = (args.course or course.root / "course").resolve()
+    try:
+        if args.step == "build":
+            if args.check:
+                old = notebooks.stale(course)
+                print("stale: " + ", ".join(old) if old else "all notebooks are current")
+                return 1 if old else 0
+            for path in notebooks.build(course):
+                print(f"wrote {path.relative_to(course.root)}")
+            return 0
+        if not (course_dir / CONFIG).is_file():
+            print(f"attn-course nbgrader: no {CONFIG} in {course_dir}", file=sys.stderr)
+            return 2
+        course.select(args.units)
+        if args.step in ("generate", "all"):
+            step_generate(course, course_dir, assignments(course, course_dir, args.units))
+        units = assignments(course, course_dir, args.units)
+        if args.step in ("collect", "all"):
+            if not args.inbox.is_dir():
+                print(f"attn-course nbgrader: no such folder: {args.inbox}", file=sys.stderr)
+                return 2
+            step_collect(course, course_dir, units, args.inbox)
+        if args.step in ("autograde", "all"):
+            step_autograde(course, course_dir, units, cell_timeout=args.cell_timeout)
+        if args.step in ("feedback", "all"):
+            step_feedback(course_dir, units)
+        if args.step in ("export", "all"):
+            step_export(course_dir, args.output)
+    except ValueError as error:
+        print(f"attn-course nbgrader: {error}", file=sys.stderr)
+        return 2
+    except PipelineError as error:
+        print(f"attn-course nbgrader: {error}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

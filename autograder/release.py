@@ -1,0 +1,61 @@
+"""The student bundle: what students get, and nothing they must not see.
+
+It holds the stubs, the public tests, the engine (so ``attn-course check``
+works), the course manifest and the lessons, with a minimal pyproject.toml
+so that ``pip install -e .`` works. It never holds solutions/, tests/hidden/,
+the mutants, or the stand-ins.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .classroom import workflow
+from .manifest import Course
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=69"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "attention-course-student"
+version = "0.1.0"
+description = "Your work for attention-course: fill in assignments/, check it with `attn-course check`."
+requires-python = ">=3.11"
+# Install torch first (the CPU wheel: pip install torch --index-url https://download.pytorch.org/whl/cpu).
+dependencies = ["torch>=2.4", "numpy>=1.26", "hypothesis>=6.100", "pytest>=8", "rich>=13"]
+
+[project.scripts]
+attn-course = "autograder.cli:main"
+
+[tool.setuptools]
+packages = ["autograder", "assignments"]
+"""
+
+README = """# attention-course: your work
+
+1. Install: `pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e .`
+2. Fill in every TODO in `assignments/`; the docstrings give the shapes.
+3. Check your work: `attn-course check` (or `attn-course check attention` for one unit).
+
+The public tests are a first check. Your grade also counts hidden properties.
+"""
+
+# Relative to the course root; lessons are copied when present.
+SHIPPED = ["assignments", "autograder", "tests/public", "course/lessons"]
+
+
+def release(course: Course, out: Path) -> Path:
+    if out.exists():
+        raise FileExistsError(f"{out} already exists; choose a new folder")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in SHIPPED:
+        if (course.root / folder).is_dir():
+            shutil.copytree(course.root / folder, out / folder, ignore=ignore)
+    (out / "course").mkdir(parents=True, exist_ok=True)
+    shutil.copy(course.root / "course" / "course.toml", out / "course" / "course.toml")
+    (out / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    (out / "README.md").write_text(README, encoding="utf-8")
+    (out / ".github" / "workflows").mkdir(parents=True)
+    (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(course), encoding="utf-8")
+    return out

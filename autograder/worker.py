@@ -1,0 +1,416 @@
+"""The sandboxed side of grading: a zygote that forks one worker per submission.
+
+This file runs only inside the sandbox, from a private copy of the grader's
+package (no solutions, no tests, no course data but the stand-ins). It is
+started by :mod:`autograder.sandbox` as ``python -I -S worker.py CONFIG``,
+inside new mount, network and PID namespaces where the platform allows.
+
+The zygote (trusted code only; it never imports student code):
+  1. hides the host's file tree (tmpfs over every top-level folder but the
+     system ones, then re-exposes read-only the Python install and the
+     private folder), so the course root, /tmp, /home and /root are empty;
+  2. imports torch once, then serves spawn requests from the trusted
+     grader over a Unix socket, which also carries the worker's pipes.
+
+Each worker is forked from the zygote into its own PID (and mount)
+namespace, so killing it kills every process it started, in whatever
+session. It then drops to a dedicated unprivileged uid, sets resource
+limits, and serves Calls with an :class:`~autograder.subject.InProcessSubject`
+over its private copy of the submission.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
+SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "proc", "sys", "dev"}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                       data.encode() if data else None), f"mount {target}")
+
+
+def _prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
+
+
+# -- the zygote's view of the file system --------------------------------------
+
+def hide_host(keep: list[str], writable: list[str]) -> list[str]:
+    """Cover every non-system top-level folder (and /dev/shm) with an empty tmpfs,
+    then bind the ``keep`` folders back at their own paths (read-only unless
+    ``writable``). Returns what was hidden."""
+    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep}
+    hidden = []
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if name in SYSTEM_DIRS or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        options = "size=64m,mode=1777" if name == "tmp" else "size=1m,mode=755"
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
+        hidden.append(path)
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
+        hidden.append("/dev/shm")
+    bound: list[str] = []
+    for path in sorted(set(keep), key=len):
+        if not any(path == h or path.startswith(h + "/") for h in hidden):
+            continue  # never hidden
+        if any(path.startswith(b + "/") for b in bound):
+            continue  # visible through a folder already bound back
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{held[path]}", path, None, MS_BIND | MS_REC)
+        if path not in writable:
+            _mount("none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        bound.append(path)
+    for fd in held.values():
+        os.close(fd)
+    return hidden
+
+
+# -- one worker --------------------------------------------------------------------
+
+def _limits(spec: dict) -> None:
+    import resource
+
+    for name, value in spec.items():
+        which = getattr(resource, name)
+        soft, hard = (value, value) if name != "RLIMIT_CPU" else (value, value + 5)
+        resource.setrlimit(which, (soft, hard))
+
+
+def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
+    """In the forked child: isolate, drop privileges, then serve until told to stop."""
+    req_fd, rep_fd, out_fd = fds
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    keep = {0, 1, 2, req_fd, rep_fd}
+    for fd in range(3, 1024):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.setsid()
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    box = spawn["box"]
+    os.chdir(box)
+    uid = spawn.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _limits(spawn["limits"])
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    os.environ.update({"HOME": box, "TMPDIR": box})
+    serve(req_fd, rep_fd, box, spawn, config)
+
+
+def _course(config: dict):
+    from pathlib import Path
+
+    from autograder.manifest import Course, Unit
+
+    lib = Path(config["lib"])
+    units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]))
+             for u in config["units"]}
+    missing = lib / "absent"
+    return Course(root=lib, name=config["course"], units=units, solutions=missing, assignments=missing,
+                  hidden_tests=missing, public_tests=missing)
+
+
+OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
+
+
+def _mapped(error, limits: dict):
+    """Name running out of memory for what it is."""
+    from autograder.subject import StudentError
+
+    if error.kind == "MemoryError" or (error.kind in ("RuntimeError", "OutOfMemoryError")
+                                       and any(s in error.message for s in OUT_OF_MEMORY)):
+        limit = limits.get("RLIMIT_AS")
+        cap = f" (its limit is {limit / 2**30:g} GiB)" if limit else ""
+        return StudentError("Crashed", f"the worker ran out of memory{cap}", error.where)
+    return error
+
+
+def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None:
+    import gc
+    from pathlib import Path
+
+    from autograder import transport
+    from autograder.subject import CallTimeout, InProcessSubject, StudentError
+
+    inner = InProcessSubject(_course(config), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
+    limits = spawn["limits"]
+    test = None
+
+    def reply(header: dict, values: dict | None = None) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001 - the submission may have replaced the streams
+                pass
+        transport.write_all(rep_fd, transport.pack(header, values))
+
+    def seen(unit: str) -> list[str]:
+        return sorted(inner.runtime_uses(unit))
+
+    reply({"op": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            header, values = transport.read_frame(req_fd, devices=True)
+        except EOFError:
+            os._exit(0)
+        if header.get("test") != test:
+            test = header.get("test")
+            inner.begin(test)
+        op = header.get("op")
+        if op == "status":
+            unit = header["unit"]
+            try:
+                problem = inner.status(unit)
+            except CallTimeout as error:
+                problem = f"importing {inner.course.units[unit].file} {error}"
+                inner._errors[unit] = problem
+            gc.collect()
+            gc.freeze()  # what the unit's import left is permanent: later collections stay cheap
+            reply({"op": "status", "problem": problem, "seen": seen(unit)})
+        elif op == "run":
+            for raw in values["calls"]:
+                call, error = transport.call_from(raw), None
+                try:
+                    result = inner.run(call)
+                except StudentError as caught:
+                    caught.__context__ = caught.__cause__ = caught.__traceback__ = None
+                    error, result = _mapped(caught, limits), None
+                    del caught
+                    # Finalizers of what the code raised run now, during its own call
+                    # (the young generations hold it; a full collection would cost ms).
+                    gc.collect(1)
+                if result is not None:
+                    try:
+                        frame = {"op": "result", "ok": True, "seen": seen(call.unit)}
+                        reply(frame, transport.result_values(result))
+                        continue
+                    except TypeError as why:
+                        error = StudentError("BadOutput", f"the output cannot be sent back: {why}")
+                reply({"op": "result", "ok": False, **transport.error_header(error), "seen": seen(call.unit)})
+        elif op == "stop":
+            os._exit(0)
+
+
+# -- the zygote ---------------------------------------------------------------------
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def _exit_like(status: int) -> None:
+    """Leave with the same wait status as a child that ended with ``status``."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def spawn_worker(spawn: dict, fds: list[int], config: dict, sock: socket.socket) -> int:
+    """Fork a worker; returns the pid the zygote tracks (the worker, or its PID-namespace parent)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        sock.close()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if config["namespaces"]:
+            _unshare(CLONE_NEWPID | CLONE_NEWNS)
+            status_r, status_w = os.pipe()
+            init = os.fork()
+            if init:
+                # Outside the new namespace: report exactly how the worker ended.
+                for fd in fds:
+                    os.close(fd)
+                os.close(status_w)
+                raw = os.read(status_r, 16)
+                _exit_like(int(raw) if raw else (70 << 8))
+            os.close(status_r)
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            # PID 1 of the namespace: when it ends, the kernel kills every process
+            # the worker started, in whatever session.
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            worker = os.fork()
+            if worker:
+                for fd in fds:
+                    os.close(fd)
+                while True:
+                    try:
+                        pid, status = os.waitpid(-1, 0)
+                    except InterruptedError:
+                        continue
+                    except ChildProcessError:
+                        status = 70 << 8
+                        break
+                    if pid == worker:
+                        break
+                os.write(status_w, str(status).encode())
+                os._exit(0)
+            os.close(status_w)
+        become_worker(spawn, fds, config)
+    except BaseException as error:  # noqa: BLE001
+        try:
+            os.write(2, f"worker setup failed: {error!r}\n".encode())
+        finally:
+            os._exit(70)
+    os._exit(0)
+
+
+def _descendants_kill(root_pid: int) -> None:
+    """Fallback without namespaces: kill every process below ``root_pid`` (a subreaper)."""
+    for _ in range(50):
+        children = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as handle:
+                        fields = handle.read().rsplit(")", 1)[1].split()
+                    if int(fields[1]) == root_pid and fields[0] != "Z":
+                        children.append(int(entry))
+                except (OSError, IndexError, ValueError):
+                    pass
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+def zygote(config_path: str) -> None:
+    with open(config_path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    sys.path[:] = [config["lib"], *sys.path[1:], *config["site_dirs"]]
+    sock = socket.socket(fileno=int(config["socket_fd"]))
+    hidden = []
+    if config["namespaces"]:
+        hidden = hide_host(config["keep"], config["writable"])
+    else:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    os.chdir(config["lib"])
+    import torch  # imported once, before any fork; no torch op computes here
+
+    from autograder import subject, transport  # noqa: F401
+
+    import gc
+    gc.collect()
+    gc.freeze()
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    workers: dict[int, int] = {}  # tracked pid -> worker id
+
+    def send(message: dict) -> None:
+        sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if not pid:
+                return
+            if pid in workers:
+                send({"event": "exit", "id": workers.pop(pid), "status": status})
+
+    send({"event": "ready", "hidden": hidden, "pid": os.getpid()})
+    import select
+
+    buffer, warm = b"", False
+    while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            reap()
+        if sock not in ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+        except InterruptedError:
+            continue
+        if not data:
+            break  # the grader went away
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message["op"] == "spawn":
+                spawn = message["spawn"]
+                uid = spawn.get("uid")
+                if uid is not None and not (config["uid_min"] <= uid < config["uid_max"]):
+                    for fd in fds:
+                        os.close(fd)
+                    send({"event": "exit", "id": spawn["id"], "status": 70 << 8})
+                    continue
+                pid = spawn_worker(spawn, fds, config, sock)
+                for fd in fds:
+                    os.close(fd)
+                fds = []
+                workers[pid] = spawn["id"]
+                send({"event": "spawned", "id": spawn["id"]})
+                if not warm:
+                    # The first meta-device op imports torch's meta kernels (over a second).
+                    # Paid here once, while the first worker runs, later workers inherit
+                    # it. It computes nothing and starts no thread, so forking stays safe.
+                    warm = True
+                    torch.empty(1, device="meta").amax(-1)
+            elif message["op"] == "kill":
+                for pid, wid in list(workers.items()):
+                    if wid == message["id"]:
+                        try:
+                            if config["namespaces"]:
+                                os.kill(pid, signal.SIGKILL)
+                            else:
+                                os.killpg(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                reap()
+    if not config["namespaces"]:
+        _descendants_kill(os.getpid())
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    zygote(sys.argv[1])

@@ -1,0 +1,61 @@
+"""Batch grading speed-up on this machine, measured in one run.
+
+Generates N submissions (a mix of correct units and kept mutants), grades
+them with `attn-course grade-batch -j1` and `-j2`, and prints seconds per
+submission, the speed-up ratio, and the peak memory of a grader process.
+
+    .venv/bin/python benchmarks/bench_batch.py [--students 50] [--unit attention]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "project"))
+import mutants  # noqa: E402
+
+
+def make_class(folder: Path, students: int, unit_file: str) -> None:
+    cases = mutants.load(Path(unit_file).stem)
+    for i in range(students):
+        if i % 3 == 0:
+            shutil.copytree(ROOT / "solutions", folder / f"student{i:03d}")
+        else:
+            mutants.write(unit_file, cases[i % len(cases)], folder / f"student{i:03d}")
+
+
+def run(subs: Path, out: Path, jobs: int, units: list[str]) -> tuple[float, dict]:
+    unit_args = [a for u in units for a in ("--unit", u)]
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "autograder.cli", "grade-batch", str(subs), "-o", str(out), "-j", str(jobs),
+                    *unit_args, "--no-progress"], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - start, json.loads((out / "summary.json").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=50)
+    parser.add_argument("--unit", action="append", default=None, help="units to grade (default: attention)")
+    args = parser.parse_args()
+    units = args.unit or ["attention"]
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = Path(tmp) / "subs"
+        make_class(subs, args.students, f"{units[0]}.py")
+        one, summary1 = run(subs, Path(tmp) / "j1", 1, units)
+        two, summary2 = run(subs, Path(tmp) / "j2", 2, units)
+    n = args.students
+    print(f"students: {n}, units: {', '.join(units)}")
+    print(f"-j1: {one:7.1f} s  ({one / n:.2f} s per submission), peak grader memory {summary1['peak_worker_mib']:.0f} MiB")
+    print(f"-j2: {two:7.1f} s  ({two / n:.2f} s per submission), peak grader memory {summary2['peak_worker_mib']:.0f} MiB")
+    print(f"speed-up -j2 / -j1: {one / two:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

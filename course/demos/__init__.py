@@ -1,0 +1,27 @@
+"""The course's demos: one small function per claim of the lessons.
+
+Every demo module has ``NAME``, ``TITLE``, ``UNIT`` (the lesson it belongs to)
+and ``run(out_dir, *, size="full", units=None) -> dict``: it saves
+``out_dir/NAME.png`` (matplotlib, Agg backend) and returns the numbers it
+plotted, so tests can check the claim. ``size="small"`` is what the tests run.
+``units`` chooses the implementation (see :func:`load_units`); by default the
+reference ``solutions`` package.
+"""
+from __future__ import annotations
+
+from . import (capstone, heads, order, path_length, price, residual_depth, rnn_decay, scaling,
+               serial_time)
+from ._common import NOTEBOOK, SIZES, UNITS, Units, load_units, show, units_for
+
+# In the order of the issue's claims 1..9.
+DEMOS = {module.NAME: module for module in (
+    rnn_decay, serial_time, path_length, scaling, heads, order, residual_depth, capstone, price)}
+
+__all__ = ["DEMOS", "NOTEBOOK", "SIZES", "UNITS", "Units", "load_units", "run_demo", "show", "units_for"]
+
+
+def run_demo(name: str, out_dir, *, size: str = "full", units: Units | None = None) -> dict:
+    """Run one demo by name."""
+    if name not in DEMOS:
+        raise ValueError(f"no demo named {name!r}; the demos are {', '.join(DEMOS)}")
+    return DEMOS[name].run(out_dir, size=size, units=units)

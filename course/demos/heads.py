@@ -1,0 +1,52 @@
+"""Claim 5: heads look at different things.
+
+The tiny model (``tiny_model.py``) must report, at every position, the token
+before it and the token after it. Tokens are random, so only position helps.
+After a few seconds of training one head looks one step back and the other
+one step forward: the same layer, two different questions.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._common import Units, check_size, load_units, pyplot, save, single_threaded
+from .tiny_model import offset_weight, toy_batch, train_tiny_model
+
+NAME = "heads"
+TITLE = "Heads look at different things"
+UNIT = "multi_head"
+PRESETS = {"small": dict(steps=250, length=10), "full": dict(steps=400, length=12)}
+
+
+@single_threaded
+def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
+    """Train the tiny model and draw each head's attention map on one sequence.
+
+    Returns:
+      {"accuracy", "steps", "back" (per head: mean weight on the previous token),
+       "forward" (per head: mean weight on the next token), "maps" (H x L x L)}
+    """
+    check_size(size)
+    steps, length = PRESETS[size]["steps"], PRESETS[size]["length"]
+    trained = train_tiny_model(units or load_units(), steps=steps)
+    ids, _, _ = toy_batch(256, length, torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        _, _, weights = trained.model(ids)  # (B, H, L, L)
+    back, forward = offset_weight(weights, -1), offset_weight(weights, +1)
+    maps = weights[0]  # (H, L, L)
+
+    plt = pyplot()
+    heads = maps.shape[0]
+    fig, axes = plt.subplots(1, heads, figsize=(4.2 * heads, 4.0), squeeze=False)
+    labels = [str(int(t)) for t in ids[0]]
+    for h, ax in enumerate(axes[0]):
+        ax.imshow(maps[h].numpy(), cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"head {h}: {back[h]:.0%} on the previous, {forward[h]:.0%} on the next")
+        ax.set_xticks(range(length), labels, fontsize=7)
+        ax.set_yticks(range(length), labels, fontsize=7)
+        ax.set_xlabel("key (token id)")
+        ax.set_ylabel("query (token id)")
+    fig.suptitle(f"Tiny model after {steps} steps: accuracy {trained.accuracy:.0%} on 'previous and next token'")
+    path = save(fig, out_dir, NAME)
+    return {"accuracy": trained.accuracy, "steps": steps, "back": [float(v) for v in back],
+            "forward": [float(v) for v in forward], "maps": maps.tolist(), "png": str(path)}

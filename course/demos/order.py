@@ -1,0 +1,100 @@
+"""Claim 6: no order without positions.
+
+狗咬人 (dog bites man) and 人咬狗 (man bites dog) hold the same bag of tokens.
+Self-attention is permutation-equivariant: permute its input and its output is
+permuted the same way, nothing else changes. So each token gets exactly the
+same vector in both sentences, and any pooled summary of the sentence is
+identical: the model cannot tell who bit whom. Adding positions (sinusoidal
+encoding to the input, or RoPE on queries and keys) breaks the tie.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+
+NAME = "order"
+TITLE = "No order without positions"
+UNIT = "positional_encoding"
+PRESETS = {"small": dict(dim=16), "full": dict(dim=64)}
+WORDS = ("狗", "咬", "人")
+GLOSS = {"狗": "gou (dog)", "咬": "yao (bites)", "人": "ren (man)"}
+SENTENCES = {"狗咬人": (0, 1, 2), "人咬狗": (2, 1, 0)}
+
+
+def _cjk_font() -> str | None:
+    """A font that can draw 狗, if the machine has one (else the plots use pinyin)."""
+    from matplotlib import font_manager
+
+    for font in font_manager.fontManager.ttflist:
+        if any(key in font.name for key in ("CJK", "WenQuanYi", "Heiti", "SimHei", "Droid Sans Fallback")):
+            return font.name
+    return None
+
+
+def _rope_attention(attention, positional_encoding, x, w_q, w_k, w_v):
+    """Single-head self-attention with RoPE applied to the queries and keys: x (1, L, E) -> (1, L, E)."""
+    q = positional_encoding.apply_rope(x @ w_q)
+    k = positional_encoding.apply_rope(x @ w_k)
+    return attention.scaled_dot_product_attention(q, k, x @ w_v)[0]
+
+
+@single_threaded
+def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
+    """Token vectors after one self-attention layer, for 狗咬人 and 人咬狗, with and without positions.
+
+    Returns:
+      {"words", "difference": {variant: [|| out_1(word) - out_2(word) || per word]},
+       "sentence_difference": {variant: || mean-pooled out_1 - out_2 ||}}
+      for the variants "no positions", "sinusoidal", "RoPE" (a difference of
+      ~1e-7 is float rounding: the same vector).
+    """
+    check_size(size)
+    dim = PRESETS[size]["dim"]
+    units = units or load_units()
+    multi_head, pos, attention = (units.need(n) for n in ("multi_head", "positional_encoding", "attention"))
+    generator = seeded()
+    embedding = torch.randn(len(WORDS), dim, generator=generator)  # one vector per word
+    mha = multi_head.MultiHeadAttention(dim, 2)
+    mha.eval()
+    w_q, w_k, w_v = (torch.randn(dim, dim, generator=generator) / math.sqrt(dim) for _ in range(3))
+    encode = pos.SinusoidalPositionalEncoding(dim, max_len=16)
+    variants = {
+        "no positions": lambda x: mha(x)[0],
+        "sinusoidal": lambda x: mha(encode(x))[0],
+        "RoPE": lambda x: _rope_attention(attention, pos, x, w_q, w_k, w_v),
+    }
+    difference, sentence_difference = {}, {}
+    with torch.no_grad():
+        for name, layer in variants.items():
+            outs = {}
+            for sentence, order in SENTENCES.items():
+                out = layer(embedding[list(order)].unsqueeze(0))[0]  # (3, E), in sentence order
+                # Back to word order: row w is the vector of word w in this sentence.
+                outs[sentence] = out[torch.argsort(torch.tensor(order))]
+            first, second = outs.values()
+            difference[name] = [float(v) for v in (first - second).norm(dim=-1)]
+            sentence_difference[name] = float((first.mean(0) - second.mean(0)).norm())
+
+    plt = pyplot()
+    font = _cjk_font()
+    if font:
+        plt.rcParams["font.family"] = [font, "DejaVu Sans"]
+    labels = list(WORDS) if font else [GLOSS[w] for w in WORDS]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    width = 0.8 / len(variants)
+    floor = 1e-9
+    for i, (name, values) in enumerate(difference.items()):
+        ax.bar([w + (i - 1) * width for w in range(len(WORDS))], [max(v, floor) for v in values], width, label=name)
+    ax.set_yscale("log")
+    ax.set_ylim(floor / 2, 100)
+    ax.set_xticks(range(len(WORDS)), labels)
+    ax.set_ylabel("|| word's vector in s1 - in s2 ||  (log)")
+    title = "狗咬人 vs 人咬狗" if font else "gou yao ren vs ren yao gou"
+    ax.set_title(f"{title}: one word, two sentences")
+    ax.legend()
+    path = save(fig, out_dir, NAME)
+    return {"words": list(WORDS), "difference": difference, "sentence_difference": sentence_difference,
+            "png": str(path)}

@@ -1,0 +1,90 @@
+"""Claim 9: the price of attention.
+
+Attention compares every query with every key: an ``L x L`` table of scores,
+so its time and memory grow like ``L^2``. An RNN keeps one state per step:
+``L``. Memory here is what a training forward pass keeps for the backward pass
+(the tensors autograd saves), counted exactly; time is measured on this machine.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._common import Units, best_time, check_size, length_axis, load_units, loglog_slope, pyplot, save, seeded, single_threaded
+
+NAME = "price"
+TITLE = "The price: O(n^2) time and memory"
+UNIT = "attention"
+PRESETS = {"small": dict(lengths=[128, 256, 512, 1024], width=16, time_lengths=[64, 256, 1024]),
+           "full": dict(lengths=[128, 256, 512, 1024, 2048, 4096], width=16,
+                        time_lengths=[64, 128, 256, 512, 1024, 2048, 4096])}
+
+
+def saved_bytes(fn) -> int:
+    """Bytes of the distinct storages autograd saves for backward while ``fn()`` runs."""
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(storages.values())
+
+
+@single_threaded
+def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
+    """Memory kept for backward and forward time, against L, for attention and an RNN.
+
+    Returns:
+      {"lengths", "attention_bytes", "rnn_bytes", "attention_memory_slope", "rnn_memory_slope",
+       "time_lengths", "attention_seconds", "rnn_seconds"} (slopes of log-log fits:
+       2 = quadratic, 1 = linear; the memory slopes use the two longest lengths).
+    """
+    check_size(size)
+    lengths, width, time_lengths = (PRESETS[size][k] for k in ("lengths", "width", "time_lengths"))
+    units = units or load_units()
+    rc, attention = units.need("recurrent_cells"), units.need("attention")
+    generator = seeded()
+    cell = rc.RNNCell(width, width)
+    w_q, w_k, w_v = (torch.randn(width, width, generator=generator) / width ** 0.5 for _ in range(3))
+
+    def attend(xs):
+        return attention.scaled_dot_product_attention(xs @ w_q, xs @ w_k, xs @ w_v)[0]
+
+    att_bytes, rnn_bytes = [], []
+    for length in lengths:
+        xs = torch.randn(1, length, width, generator=generator).requires_grad_(True)
+        att_bytes.append(saved_bytes(lambda: attend(xs)))
+        rnn_bytes.append(saved_bytes(lambda: rc.unroll(cell, xs)))
+    att_s, rnn_s = [], []
+    for length in time_lengths:
+        xs = torch.randn(1, length, width, generator=generator)
+        with torch.no_grad():
+            att_s.append(best_time(lambda: attend(xs), repeats=3))
+            rnn_s.append(best_time(lambda: rc.unroll(cell, xs), repeats=3))
+
+    plt = pyplot()
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.0))
+    ax0.loglog(lengths, [b / 2**20 for b in att_bytes], "s-", label="attention")
+    ax0.loglog(lengths, [b / 2**20 for b in rnn_bytes], "o-", label="RNN")
+    length_axis(ax0, lengths)
+    ax0.set_xlabel("sequence length L")
+    ax0.set_ylabel("MiB kept for backward")
+    ax0.set_title(f"Memory: attention ~ L^{loglog_slope(lengths[-2:], att_bytes[-2:]):.2f}, "
+                  f"RNN ~ L^{loglog_slope(lengths[-2:], rnn_bytes[-2:]):.2f}")
+    ax0.legend()
+    ax1.loglog(time_lengths, [t * 1e3 for t in att_s], "s-", label="attention")
+    ax1.loglog(time_lengths, [t * 1e3 for t in rnn_s], "o-", label="RNN (unroll)")
+    length_axis(ax1, time_lengths)
+    ax1.set_xlabel("sequence length L")
+    ax1.set_ylabel("forward time (ms)")
+    ax1.set_title(f"Time on this machine (width {width}, {torch.get_num_threads()} thread(s))")
+    ax1.legend()
+    path = save(fig, out_dir, NAME)
+    return {"lengths": lengths, "attention_bytes": att_bytes, "rnn_bytes": rnn_bytes,
+            "attention_memory_slope": loglog_slope(lengths[-2:], att_bytes[-2:]),
+            "rnn_memory_slope": loglog_slope(lengths[-2:], rnn_bytes[-2:]),
+            "time_lengths": time_lengths, "attention_seconds": att_s, "rnn_seconds": rnn_s,
+            "png": str(path)}

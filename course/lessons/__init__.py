@@ -1,0 +1,125 @@
+"""The lessons: prose in one place per language, code in one place for all.
+
+``course/lessons/<lang>/<unit>.md`` holds a lesson's text (``en`` today; a
+translation goes beside it as ``zh/<unit>.md`` with the same placeholders).
+A placeholder on a line of its own stands for a code cell, the same in every
+language:
+
+  ``{{ setup }}``        the parameters cell (size of the demos, whose code they run)
+  ``{{ exercise }}``     the unit's code, as an nbgrader solution cell (from solutions/)
+  ``{{ demo: NAME }}``   run demo NAME of ``course.demos`` and show its plot
+
+:func:`render` turns a lesson into a jupytext percent-format script;
+``python -m course.lessons OUT_DIR`` writes every lesson as ``.py`` and ``.ipynb``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+UNITS = ("recurrent_cells", "attention", "multi_head", "positional_encoding", "transformer_block")
+PLACEHOLDER = re.compile(r"^\{\{\s*(?P<kind>[a-z_]+)\s*(?::\s*(?P<arg>[a-z_0-9]+))?\s*\}\}\s*$")
+# In a notebook there is no package: a unit's relative imports of its siblings
+# go to the trusted stand-ins (as when the grader isolates a unit).
+SIBLING_PACKAGE = "course.stand_ins"
+
+SETUP = '''# SIZE: "small" runs every demo in seconds, "full" draws the plots of the course.
+SIZE = "full"
+# Whose code the demos run: "notebook" (what you write below, for this unit),
+# "solutions", or a folder holding your unit files (e.g. "assignments").
+SOURCE = "notebook"
+PLOTS = "plots"  # where the demos save their PNGs'''
+
+DEMO = '''from course.demos import run_demo, show, units_for
+
+result = run_demo("{name}", PLOTS, size=SIZE, units=units_for(SOURCE, "{unit}", globals()))
+show(result)'''
+
+
+def languages() -> list[str]:
+    return sorted(p.name for p in HERE.iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def lesson_path(unit: str, lang: str = "en") -> Path:
+    if unit not in UNITS:
+        raise ValueError(f"no unit {unit!r}; the units are {', '.join(UNITS)}")
+    return HERE / lang / f"{unit}.md"
+
+
+def parse(text: str) -> list[tuple[str, str]]:
+    """Split a lesson into ("markdown", text) and (placeholder kind, argument) parts."""
+    parts, prose = [], []
+    for line in text.splitlines():
+        match = PLACEHOLDER.match(line.strip())
+        if match:
+            if "".join(prose).strip():
+                parts.append(("markdown", "\n".join(prose).strip("\n")))
+            prose = []
+            parts.append((match["kind"], match["arg"] or ""))
+        else:
+            prose.append(line)
+    if "".join(prose).strip():
+        parts.append(("markdown", "\n".join(prose).strip("\n")))
+    return parts
+
+
+def exercise_code(unit: str, sibling_package: str = SIBLING_PACKAGE) -> str:
+    """The unit's reference file with its sibling imports made absolute."""
+    source = (ROOT / "solutions" / f"{unit}.py").read_text(encoding="utf-8")
+    return re.sub(r"^from \.(\w+) import", rf"from {sibling_package}.\1 import", source, flags=re.M).rstrip()
+
+
+def _code_cell(code: str, **metadata) -> str:
+    header = "# %%" + "".join(f" {key}={json.dumps(value)}" for key, value in metadata.items())
+    return f"{header}\n{code.rstrip()}\n"
+
+
+def _markdown_cell(text: str) -> str:
+    lines = [("# " + line) if line.strip() else "#" for line in text.splitlines()]
+    return "# %% [markdown]\n" + "\n".join(lines) + "\n"
+
+
+def render(unit: str, lang: str = "en", *, sibling_package: str = SIBLING_PACKAGE) -> str:
+    """The lesson as a jupytext percent-format script (the source of the nbgrader notebook)."""
+    from course.demos import DEMOS
+
+    cells = []
+    for kind, arg in parse(lesson_path(unit, lang).read_text(encoding="utf-8")):
+        if kind == "markdown":
+            cells.append(_markdown_cell(arg))
+        elif kind == "setup":
+            cells.append(_code_cell(SETUP, tags=["parameters"]))
+        elif kind == "exercise":
+            cells.append(_code_cell(exercise_code(unit, sibling_package), nbgrader={
+                "grade": False, "grade_id": f"{unit}_code", "locked": False,
+                "schema_version": 3, "solution": True, "task": False}))
+        elif kind == "demo":
+            if arg not in DEMOS:
+                raise ValueError(f"{lesson_path(unit, lang)}: no demo named {arg!r}")
+            cells.append(_code_cell(DEMO.format(name=arg, unit=unit)))
+        else:
+            raise ValueError(f"{lesson_path(unit, lang)}: unknown placeholder {{{{ {kind} }}}}")
+    header = ("# ---\n# jupyter:\n#   jupytext:\n#     formats: ipynb,py:percent\n"
+              "#   kernelspec:\n#     display_name: Python 3\n#     language: python\n#     name: python3\n# ---\n")
+    return header + "\n" + "\n".join(cells)
+
+
+def write_all(out_dir: Path, lang: str = "en", *, notebooks: bool = True) -> list[Path]:
+    """Write every lesson as ``<unit>.py`` (jupytext percent) and, with jupytext, ``<unit>.ipynb``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for unit in UNITS:
+        script = render(unit, lang)
+        path = out_dir / f"{unit}.py"
+        path.write_text(script, encoding="utf-8")
+        written.append(path)
+        if notebooks:
+            import jupytext
+
+            notebook = jupytext.reads(script, fmt="py:percent")
+            jupytext.write(notebook, out_dir / f"{unit}.ipynb")
+            written.append(out_dir / f"{unit}.ipynb")
+    return written

@@ -1,0 +1,615 @@
+"""Hidden properties of unit 3, multi-head attention.
+
+Each test's docstring is the property students read; its points are marked.
+Tests reach the student's code only through ``subject``. While this unit is
+graded, its ``from .attention import ...`` gets the course's trusted stand-in
+(course/stand_ins/attention.py), so a unit-2 bug never costs unit-3 points.
+
+Decisions where the API page is silent (the reference's docstring says the same):
+  * ``embed_dim % num_heads != 0`` may raise ValueError in ``__init__`` or at
+    the first call; both are accepted.
+  * In training mode, dropout acts on the attention weights and the returned
+    weights are the dropped ones (as in ``nn.MultiheadAttention``).
+  * Nothing here calls ``forward`` with only one of ``key``/``value``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.gradcheck import check_gradients
+from autograder.subject import Call, New
+from oracles import attention64
+from oracles_multi_head import explicit_mha64, expected_keys, make_state, permute_heads, torch_mha64
+from tensors import permutation, rand_bool, randn, seeds
+
+pytestmark = pytest.mark.unit("multi_head")
+UNIT = "multi_head"
+
+
+@dataclass(frozen=True)
+class Config:
+    B: int
+    L: int
+    S: int
+    E: int
+    H: int
+    kdim: int
+    vdim: int
+    bias: bool
+    cross: bool  # key and value are their own tensors (else self-attention: key = value = query)
+
+    @property
+    def Dh(self) -> int:
+        return self.E // self.H
+
+    def state(self, seed: int, dtype=torch.float32) -> dict:
+        return make_state(self.E, self.kdim, self.vdim, self.bias, seed, dtype=dtype)
+
+    def recipe(self, state: dict | None, **extra) -> New:
+        kwargs = {"bias": self.bias, **extra}
+        if self.cross:
+            kwargs.update(kdim=self.kdim, vdim=self.vdim)
+        return New("MultiHeadAttention", (self.E, self.H), kwargs, state=state)
+
+    def inputs(self, seed: int, dtype=torch.float32) -> tuple:
+        q = randn((self.B, self.L, self.E), seed, dtype=dtype)
+        if not self.cross:
+            return (q,)
+        return q, randn((self.B, self.S, self.kdim), seed + 1, dtype=dtype), randn((self.B, self.S, self.vdim), seed + 2, dtype=dtype)
+
+
+@st.composite
+def configs(draw, *, cross=False, min_heads=1, max_heads=4, max_len=5, max_batch=3, same_len=False, bias=True):
+    """Sizes for one module and its inputs; ``bias=None`` draws the bias flag too."""
+    H = draw(st.integers(min_heads, max_heads), label="H")
+    Dh = draw(st.integers(1, 4), label="Dh")
+    E = H * Dh
+    B = draw(st.integers(1, max_batch), label="B")
+    L = draw(st.integers(1, max_len), label="L")
+    S = draw(st.integers(1, max_len), label="S") if cross and not same_len else L
+    kdim = draw(st.integers(1, 7), label="kdim") if cross else E
+    vdim = draw(st.integers(1, 7), label="vdim") if cross else E
+    bias = draw(st.booleans(), label="bias") if bias is None else bias
+    return Config(B, L, S, E, H, kdim, vdim, bias, cross)
+
+
+def make_masks(cfg: Config, seed: int, *, padding: bool, mask_kind: str | None, allow_empty: bool = False):
+    """(key_padding_mask, attn_mask). Unless ``allow_empty``, every query keeps key 0
+    (torch gives NaN for a query with no key left)."""
+    B, L, S, H = cfg.B, cfg.L, cfg.S, cfg.H
+    kpm = rand_bool((B, S), seed + 20, p_true=0.35) if padding else None
+    if kpm is not None and not allow_empty:
+        kpm[:, 0] = False
+    shape = {"bool_2d": (L, S), "bool_4d": (B, H, L, S), "float_2d": (L, S), "float_4d": (B, H, L, S)}.get(mask_kind)
+    mask = None
+    if mask_kind and mask_kind.startswith("bool"):
+        mask = rand_bool(shape, seed + 21, p_true=0.6)
+        if not allow_empty:
+            mask[..., 0] = True
+    elif mask_kind:
+        mask = randn(shape, seed + 22, scale=1.5)
+    return kpm, mask
+
+
+mask_kinds = st.sampled_from([None, "bool_2d", "bool_4d", "float_2d", "float_4d"])
+
+
+def mha_hints(cfg, state, args, *, kpm=None, mask=None, is_causal=False, average=True):
+    """Known wrong answers ((output, weights), advice), built by the explicit oracle."""
+    wrong = [("no_out_proj", "the merged heads go through out_proj before they are returned.")]
+    if cfg.H > 1:
+        wrong += [
+            ("scale_E", "each head's scores are scaled by 1/sqrt(head_dim) (unit 2's default on the split heads), not 1/sqrt(embed_dim)."),
+            ("strided", "head h holds the contiguous features h*Dh:(h+1)*Dh, not every H-th feature."),
+        ]
+    if cfg.cross and cfg.kdim == cfg.vdim:
+        wrong.append(("kv_swapped", "keys come from k_proj(key) and values from v_proj(value): are they swapped?"))
+    if kpm is not None:
+        wrong.append(("pad_polarity", "key_padding_mask True means 'padding, ignore this key' (the opposite of attn_mask's True)."))
+        if cfg.L == cfg.S:
+            wrong.append(("pad_queries", "key_padding_mask masks keys (the last dim of the scores), not queries."))
+    if mask is not None and mask.dtype == torch.bool:
+        wrong.append(("mask_polarity", "a bool attn_mask's True means 'may attend' (unit 2's convention; torch's is the opposite)."))
+    if is_causal:
+        wrong.append(("no_causal", "is_causal was ignored: pass it on to the attention, where it combines with the masks."))
+    hints = []
+    for name, text in wrong:
+        out, w = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask, is_causal=is_causal, wrong=(name,))
+        hints.append(((out, w.mean(1) if average else w), text))
+    out, w = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask, is_causal=is_causal)
+    if average and cfg.H > 1:
+        hints += [((out, w[:, 0]), "average the weights over the heads (dim 1), not take head 0."),
+                  ((out, w.sum(1)), "average the weights over the heads: a mean, not a sum.")]
+    return hints
+
+
+def assert_mha(got, expected, hints=(), *, atol=1e-5, rtol=1e-4, dtype=torch.float32, weights="weights"):
+    """``got`` is (output, weights) matching ``expected``; weights first, their errors explain the output's.
+
+    ``hints`` may be a function returning them: it is then called only when the check fails.
+    """
+    if callable(hints):
+        try:
+            return assert_mha(got, expected, (), atol=atol, rtol=rtol, dtype=dtype, weights=weights)
+        except AssertionError:
+            hints = hints()
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise AssertionError("MultiHeadAttention must return a tuple (output, weights)")
+    if expected[1] is None:
+        if got[1] is not None:
+            raise AssertionError("with need_weights=False the weights must be None")
+    else:
+        if got[1] is None:
+            raise AssertionError("the weights are None, but need_weights is True")
+        assert_close(got[1], expected[1], atol=atol, rtol=rtol, what=weights, dtype=dtype,
+                     hints=[(wrong[1], text) for wrong, text in hints])
+    assert_close(got[0], expected[0], atol=atol, rtol=rtol, what="output", dtype=dtype,
+                 hints=[(wrong[0], text) for wrong, text in hints])
+
+
+def forward(subject, cfg, state, args, kwargs=None, **options):
+    return subject.run(Call(UNIT, cfg.recipe(state, **options.pop("init", {})), tuple(args), kwargs or {}, **options))
+
+
+def split_layout(x: torch.Tensor, H: int) -> torch.Tensor:
+    """The API page's layout, built head by head: out[:, h] = x[..., h*Dh:(h+1)*Dh]."""
+    Dh = x.shape[-1] // H
+    return torch.stack([x[..., h * Dh:(h + 1) * Dh] for h in range(H)], dim=1)
+
+
+def merge_layout(y: torch.Tensor) -> torch.Tensor:
+    return torch.cat([y[:, h] for h in range(y.shape[1])], dim=-1)
+
+
+distinct_sizes = st.lists(st.integers(2, 7), min_size=4, max_size=4, unique=True)
+
+
+# -- split_heads / merge_heads -----------------------------------------------
+
+@pytest.mark.points(2)
+@given(sizes=distinct_sizes, seed=seeds)
+def test_split_heads_exact_layout(subject, sizes, seed):
+    """split_heads gives (B, H, L, Dh) where head h holds features h*Dh:(h+1)*Dh"""
+    B, L, H, Dh = sizes  # all distinct, so a swapped dim shows
+    x = randn((B, L, H * Dh), seed)
+    got = subject.run(Call(UNIT, "split_heads", (x, H))).output
+    hints = [
+        (x.reshape(B, H, L, Dh), "a single view/reshape to (B, H, L, Dh) mixes positions and features: "
+                                 "reshape to (B, L, H, Dh), then transpose(1, 2)."),
+        (x.reshape(B, L, Dh, H).permute(0, 3, 1, 2), "head h holds the contiguous features h*Dh:(h+1)*Dh, not every H-th feature."),
+    ]
+    check_tensor(got, shape=(B, H, L, Dh), what=f"split_heads of a {tuple(x.shape)} tensor into {H} heads")
+    assert_close(got, split_layout(x, H), atol=0, rtol=0, what="split_heads(x)", hints=hints)
+
+
+@pytest.mark.points(2)
+@given(sizes=distinct_sizes, seed=seeds)
+def test_merge_heads_inverts_split_heads(subject, sizes, seed):
+    """merge_heads is the exact inverse of split_heads (head h back to features h*Dh:(h+1)*Dh)"""
+    B, L, H, Dh = sizes
+    y = randn((B, H, L, Dh), seed)
+    merged = subject.run(Call(UNIT, "merge_heads", (y,))).output
+    check_tensor(merged, shape=(B, L, H * Dh), what=f"merge_heads of a {tuple(y.shape)} tensor")
+    assert_close(merged, merge_layout(y), atol=0, rtol=0, what="merge_heads(y)",
+                 hints=[(y.reshape(B, L, H * Dh), "merge_heads must transpose (B, H, L, Dh) back to (B, L, H, Dh) before "
+                                                  "flattening the heads; a plain reshape mixes positions and heads.")])
+    x = randn((B, L, H * Dh), seed + 1)
+    split = subject.run(Call(UNIT, "split_heads", (x, H))).output
+    back = subject.run(Call(UNIT, "merge_heads", (split,))).output
+    assert_close(back, x, atol=0, rtol=0, what="merge_heads(split_heads(x))")
+
+
+@pytest.mark.points(1)
+@given(sizes=distinct_sizes, seed=seeds)
+def test_split_and_merge_accept_noncontiguous_inputs(subject, sizes, seed):
+    """split_heads and merge_heads work on non-contiguous inputs and leave them unmodified"""
+    B, L, H, Dh = sizes
+    x = randn((B, L, H * Dh), seed)
+    result = subject.run(Call(UNIT, "split_heads", (x, H), noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output, split_layout(x, H), atol=0, rtol=0, what="split_heads of a non-contiguous x")
+    y = randn((B, H, L, Dh), seed + 1)
+    result = subject.run(Call(UNIT, "merge_heads", (y,), noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output, merge_layout(y), atol=0, rtol=0, what="merge_heads of a non-contiguous y")
+
+
+# -- against torch.nn.MultiheadAttention --------------------------------------
+
+@pytest.mark.points(1)
+@given(cfg=configs(cross=True, bias=None))
+def test_parameter_names_and_shapes(subject, cfg):
+    """the parameters are q_proj, k_proj, v_proj, out_proj (weight, and bias unless bias=False) with nn.Linear shapes"""
+    state = subject.run(Call(UNIT, cfg.recipe(None), method="state_dict")).output
+    got = {name: tuple(t.shape) for name, t in state.items()}
+    want = expected_keys(cfg.E, cfg.kdim, cfg.vdim, cfg.bias)
+    if got != want:
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        wrong = sorted(n for n in set(want) & set(got) if got[n] != want[n])
+        raise AssertionError(
+            f"state_dict of MultiHeadAttention({cfg.E}, {cfg.H}, bias={cfg.bias}, kdim={cfg.kdim}, vdim={cfg.vdim}): "
+            + "; ".join(filter(None, [
+                f"missing {missing}" if missing else "",
+                f"unexpected {extra}" + (" (bias=False means no biases anywhere)" if any(n.endswith('.bias') for n in extra) else "")
+                if extra else "",
+                ", ".join(f"{n} has shape {got[n]}, expected {want[n]}" for n in wrong),
+            ]))
+        )
+
+
+@pytest.mark.points(3)
+@given(cfg=configs(bias=None), seed=seeds, need_weights=st.booleans(), average=st.booleans())
+def test_self_attention_matches_torch(subject, cfg, seed, need_weights, average):
+    """self-attention equals torch.nn.MultiheadAttention(batch_first=True) under the API page's weight mapping"""
+    state = cfg.state(seed)
+    (x,) = cfg.inputs(seed + 3)
+    kwargs = {"need_weights": need_weights, "average_attn_weights": average}
+    got = forward(subject, cfg, state, (x,), kwargs).output
+    expected = torch_mha64(state, cfg.H, x, x, x, need_weights=need_weights, average_attn_weights=average)
+    assert_mha(got, expected, lambda: mha_hints(cfg, state, (x,), average=average),
+               weights="weights" if average else "per-head weights")
+
+
+@pytest.mark.points(2)
+@given(cfg=configs(cross=True, bias=None), seed=seeds, causal=st.booleans(), padding=st.booleans())
+def test_cross_attention_with_kdim_vdim_matches_torch(subject, cfg, seed, causal, padding):
+    """cross-attention with kdim and vdim equals torch.nn.MultiheadAttention"""
+    if causal and cfg.S < cfg.L:
+        cfg = Config(cfg.B, cfg.L, cfg.L, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)  # every query sees a key
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
+    got = forward(subject, cfg, state, args, {"key_padding_mask": kpm, "is_causal": causal}).output
+    expected = torch_mha64(state, cfg.H, *args, key_padding_mask=kpm, is_causal=causal)
+    assert_mha(got, expected, lambda: mha_hints(cfg, state, args, kpm=kpm, is_causal=causal))
+
+
+@pytest.mark.points(3)
+@given(cfg=configs(), seed=seeds, padding=st.booleans(), mask_kind=mask_kinds, causal=st.booleans(), average=st.booleans())
+def test_masks_match_torch(subject, cfg, seed, padding, mask_kind, causal, average):
+    """key_padding_mask, attn_mask (bool or float, (L, S) or (B, H, L, S)) and is_causal match torch's"""
+    state = cfg.state(seed)
+    (x,) = cfg.inputs(seed + 3)
+    kpm, mask = make_masks(cfg, seed, padding=padding, mask_kind=mask_kind)
+    kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal, "average_attn_weights": average}
+    got = forward(subject, cfg, state, (x,), kwargs).output
+    expected = torch_mha64(state, cfg.H, x, x, x, key_padding_mask=kpm, attn_mask=mask, is_causal=causal,
+                           average_attn_weights=average)
+    assert_mha(got, expected, lambda: mha_hints(cfg, state, (x,), kpm=kpm, mask=mask, is_causal=causal, average=average),
+               weights="weights" if average else "per-head weights")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(cfg=configs(min_heads=2), seed=seeds, padding=st.booleans())
+def test_weights_per_head_averaged_or_none(subject, cfg, seed, padding):
+    """weights are (B, L, S) averaged over heads, (B, H, L, S) per head, or None with need_weights=False, as torch's"""
+    state = cfg.state(seed)
+    (x,) = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
+    for need, average, what in ((True, True, "averaged weights"), (True, False, "per-head weights"), (False, True, "weights")):
+        kwargs = {"key_padding_mask": kpm, "need_weights": need, "average_attn_weights": average}
+        got = forward(subject, cfg, state, (x,), kwargs).output
+        expected = torch_mha64(state, cfg.H, x, x, x, key_padding_mask=kpm, need_weights=need, average_attn_weights=average)
+        if need and isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], torch.Tensor):
+            want = (cfg.B, cfg.L, cfg.S) if average else (cfg.B, cfg.H, cfg.L, cfg.S)
+            check_tensor(got[1], shape=want, what=f"{what} with average_attn_weights={average}")
+        assert_mha(got, expected, lambda: mha_hints(cfg, state, (x,), kpm=kpm, average=average), weights=what)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(cfg=configs(cross=True, bias=None), seed=seeds, padding=st.booleans(), with_weights=st.booleans())
+def test_gradients_match_torch_for_every_parameter(subject, cfg, seed, padding, with_weights):
+    """the gradients of every parameter and input equal torch.nn.MultiheadAttention's"""
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
+    g_out = randn((cfg.B, cfg.L, cfg.E), seed + 30)
+    g_w = randn((cfg.B, cfg.L, cfg.S), seed + 31) if with_weights else None
+    result = forward(subject, cfg, state, args, {"key_padding_mask": kpm}, grad_outputs=(g_out, g_w))
+    _, _, want = torch_mha64(state, cfg.H, *args, key_padding_mask=kpm, grad_outputs=(g_out, g_w))
+    for name, grad in zip(("query", "key", "value"), result.arg_grads):
+        assert_close(grad, want[name], atol=1e-4, rtol=1e-3, what=f"gradient of {name}")
+    for name in expected_keys(cfg.E, cfg.kdim, cfg.vdim, cfg.bias):
+        if name not in result.param_grads:
+            raise AssertionError(f"no parameter named {name}")
+        assert_close(result.param_grads[name], want[name], atol=1e-4, rtol=1e-3, what=f"gradient of {name}")
+
+
+# -- structure ------------------------------------------------------------------
+
+@pytest.mark.points(1)
+@given(cfg=configs(cross=True, min_heads=1, max_heads=1), seed=seeds, padding=st.booleans())
+def test_single_head_is_projections_plus_attention(subject, cfg, seed, padding):
+    """with one head it is q/k/v projections, then unit-2 attention, then out_proj"""
+    state = cfg.state(seed)
+    q, k, v = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None, allow_empty=True)
+
+    def linear(x, name):
+        y = x.double() @ state[f"{name}.weight"].double().T
+        return y + state[f"{name}.bias"].double() if cfg.bias else y
+
+    allowed = None if kpm is None else ~kpm[:, None, :]  # (B, 1, S)
+    attended, weights = attention64(linear(q, "q_proj"), linear(k, "k_proj"), linear(v, "v_proj"), allowed)
+    got = forward(subject, cfg, state, (q, k, v), {"key_padding_mask": kpm}).output
+    assert_mha(got, (linear(attended, "out_proj"), weights),
+               [((attended, weights), "the attention output goes through out_proj before it is returned.")])
+
+
+@pytest.mark.points(2)
+@given(cfg=configs(cross=True), seed=seeds, padding=st.booleans(), mask_kind=mask_kinds, causal=st.booleans())
+def test_matches_explicit_per_head_loop(subject, cfg, seed, padding, mask_kind, causal):
+    """it equals an explicit loop over heads, each head one unit-2 attention on its slice of features"""
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, mask = make_masks(cfg, seed, padding=padding, mask_kind=mask_kind, allow_empty=True)
+    kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal, "average_attn_weights": False}
+    got = forward(subject, cfg, state, args, kwargs).output
+    expected = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask, is_causal=causal)
+    assert_mha(got, expected, lambda: mha_hints(cfg, state, args, kpm=kpm, mask=mask, is_causal=causal, average=False),
+               weights="per-head weights")
+
+
+@pytest.mark.points(1)
+@given(cfg=configs(min_heads=2), seed=seeds, padding=st.booleans())
+def test_head_permutation_invariance(subject, cfg, seed, padding):
+    """renumbering the heads consistently in the q, k, v and out weights leaves the output unchanged"""
+    state = cfg.state(seed)
+    perm = permutation(cfg.H, seed)
+    (x,) = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
+    base = forward(subject, cfg, state, (x,), {"key_padding_mask": kpm, "average_attn_weights": False}).output
+    renumbered = forward(subject, cfg, permute_heads(state, cfg.H, perm), (x,),
+                         {"key_padding_mask": kpm, "average_attn_weights": False}).output
+    check_tensor(base[1], shape=(cfg.B, cfg.H, cfg.L, cfg.S), what="per-head weights")
+    assert_close(renumbered[0], base[0], what=f"output after renumbering the heads by {perm.tolist()}")
+    assert_close(renumbered[1], base[1][:, perm], what=f"per-head weights after renumbering the heads by {perm.tolist()}")
+    averaged = forward(subject, cfg, state, (x,), {"key_padding_mask": kpm}).output[1]
+    averaged2 = forward(subject, cfg, permute_heads(state, cfg.H, perm), (x,), {"key_padding_mask": kpm}).output[1]
+    assert_close(averaged2, averaged, what="averaged weights after renumbering the heads",
+                 hints=[(base[1][:, perm[0]], "average the weights over all the heads, not take head 0.")])
+
+
+@pytest.mark.points(1)
+@given(cfg=configs(cross=True, max_batch=4), seed=seeds, padding=st.booleans())
+def test_batch_elements_are_independent(subject, cfg, seed, padding):
+    """each batch element's result depends on that element alone: permuting the batch permutes the results"""
+    if cfg.B == 1:
+        cfg = Config(3, cfg.L, cfg.S, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
+    state = cfg.state(seed)
+    q, k, v = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None, allow_empty=True)
+    perm = permutation(cfg.B, seed + 4)
+    if torch.equal(perm, torch.arange(cfg.B)):
+        perm = perm.roll(1)
+    kw = {"average_attn_weights": False}
+    a = forward(subject, cfg, state, (q, k, v), {"key_padding_mask": kpm, **kw}).output
+    b = forward(subject, cfg, state, (q[perm], k[perm], v[perm]),
+                {"key_padding_mask": None if kpm is None else kpm[perm], **kw}).output
+    check_tensor(a[0], shape=(cfg.B, cfg.L, cfg.E), what="output")
+    assert_close(b[0], a[0][perm], what=f"output after permuting the batch by {perm.tolist()}")
+    assert_close(b[1], a[1][perm], what=f"per-head weights after permuting the batch by {perm.tolist()}")
+
+
+@pytest.mark.points(2)
+@given(cfg=configs(max_len=6), seed=seeds)
+def test_self_attention_is_permutation_equivariant(subject, cfg, seed):
+    """without masks, reordering the positions reorders the outputs: 狗咬人 and 人咬狗 look alike"""
+    # "Dog bites man" and "man bites dog" hold the same words: with no positional
+    # information, self-attention gives each word the same output in both sentences.
+    state = cfg.state(seed)
+    (x,) = cfg.inputs(seed + 3)
+    perm = permutation(cfg.L, seed + 4)
+    a, wa = forward(subject, cfg, state, (x,)).output
+    b, wb = forward(subject, cfg, state, (x[:, perm],)).output
+    check_tensor(a, shape=(cfg.B, cfg.L, cfg.E), what="output")
+    assert_close(b, a[:, perm], what=f"output after reordering the positions by {perm.tolist()}")
+    assert_close(wb, wa[:, perm][:, :, perm], what=f"weights after reordering the positions by {perm.tolist()}")
+
+
+# -- padding and dropout ----------------------------------------------------------
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(cfg=configs(cross=True, same_len=True), seed=seeds)
+def test_padded_keys_have_no_effect(subject, cfg, seed):
+    """changing the content of padded keys and values changes nothing"""
+    state = cfg.state(seed)
+    q, k, v = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=True, mask_kind=None)
+    k2, v2 = k.clone(), v.clone()
+    k2[kpm] = randn(k2[kpm].shape, seed + 7, scale=10.0)
+    v2[kpm] = randn(v2[kpm].shape, seed + 8, scale=10.0)
+    a = forward(subject, cfg, state, (q, k, v), {"key_padding_mask": kpm}).output
+    b = forward(subject, cfg, state, (q, k2, v2), {"key_padding_mask": kpm}).output
+    what = "output after changing padded keys and values"
+    try:
+        assert_close(b[0], a[0], what=what)
+    except AssertionError:
+        hints = [(wrong[0], text) for wrong, text in mha_hints(cfg, state, (q, k2, v2), kpm=kpm) if "key_padding_mask" in text]
+        assert_close(b[0], a[0], what=what, hints=hints)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(cfg=configs(cross=True, bias=None), seed=seeds, by_mask=st.booleans())
+def test_fully_padded_rows_give_bias_not_nan(subject, cfg, seed, by_mask):
+    """a query whose keys are all padded (or all masked) gets zero weights and output row out_proj.bias, not NaN"""
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, mask = make_masks(cfg, seed, padding=True, mask_kind="bool_2d" if by_mask else None)
+    kpm[0] = True  # batch element 0: every key is padding
+    if mask is not None:
+        mask[-1] = False  # the last query may attend no key
+    kwargs = {"key_padding_mask": kpm, "attn_mask": mask}
+    got = forward(subject, cfg, state, args, kwargs).output
+    expected = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask)
+    expected = (expected[0], expected[1].mean(1))
+    bias = state["out_proj.bias"] if cfg.bias else torch.zeros(cfg.E)
+    if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.Tensor) and bool(got[0].isnan().any()):
+        raise AssertionError("the output holds NaN: a query with no key left must get zero attention (unit 2's "
+                             "attention gives zeros there), so its output row is out_proj.bias")
+    assert_mha(got, expected, [((bias.expand(cfg.B, cfg.L, cfg.E), torch.full_like(expected[1], 1 / cfg.S)),
+                                "fully padded rows got uniform weights: mask with booleans (or -inf), not a large "
+                                "negative number, so that they get zero weights")])
+    assert_close(got[0][0], bias.double().expand(cfg.L, cfg.E), what="output of the fully padded batch element 0")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(cfg=configs(), seed=seeds, p=st.sampled_from([0.2, 0.5, 0.9]))
+def test_eval_mode_is_deterministic(subject, cfg, seed, p):
+    """in eval mode dropout is off: any torch seed gives the dropout-free result"""
+    state = cfg.state(seed)
+    (x,) = cfg.inputs(seed + 3)
+    recipe = cfg.recipe(state, dropout=p)
+    a = subject.run(Call(UNIT, recipe, (x,), {"average_attn_weights": False}, train=False, seed=1)).output
+    b = subject.run(Call(UNIT, recipe, (x,), {"average_attn_weights": False}, train=False, seed=2)).output
+    expected = explicit_mha64(state, cfg.H, x)
+    assert_mha(a, expected, [], weights="per-head weights in eval mode")
+    assert_mha(b, a, [], atol=0, rtol=0, weights="per-head weights in eval mode with another seed")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=3)
+@given(seed=seeds, p=st.sampled_from([0.25, 0.5]))
+def test_dropout_acts_on_weights_in_training(subject, seed, p):
+    """in training mode each attention weight is dropped with probability dropout and survivors scaled by 1/(1-p)"""
+    cfg = Config(2, 16, 16, 8, 2, 8, 8, True, False)
+    state = cfg.state(seed)
+    (x,) = cfg.inputs(seed + 3)
+    call = Call(UNIT, cfg.recipe(state, dropout=p), (x,), {"average_attn_weights": False}, train=True, seed=seed)
+    out, dropped = subject.run(call).output
+    again, _ = subject.run(call).output
+    _, clean = explicit_mha64(state, cfg.H, x)
+    check_tensor(dropped, shape=clean.shape, what="per-head weights in training mode")
+    assert torch.equal(out, again), "two runs with the same torch seed differ: use torch's RNG"
+    rate = float((dropped == 0).double().mean())
+    assert abs(rate - p) < 0.08, (
+        f"with dropout={p} in training mode, {rate:.1%} of the attention weights were zero; expected about {p:.0%}"
+        + (" (is dropout passed on to the attention when self.training?)" if rate < 0.01 else ""))
+    kept = dropped != 0
+    assert_close(dropped[kept], clean[kept] / (1 - p), what=f"surviving weights with dropout={p}",
+                 hints=[(clean[kept], "scale the surviving weights by 1 / (1 - p).")])
+
+
+# -- contract and devices -------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(H=st.integers(2, 5), Dh=st.integers(1, 4), extra=st.integers(1, 3), seed=seeds)
+def test_indivisible_embed_dim_raises_value_error(subject, H, Dh, extra, seed):
+    """embed_dim % num_heads != 0 raises ValueError naming both sizes (MultiHeadAttention and split_heads)"""
+    E = H * Dh + min(extra, H - 1)  # not a multiple of H
+    x = randn((2, 3, E), seed)
+    assert_raises(subject.run, Call(UNIT, New("MultiHeadAttention", (E, H)), (x,)), "ValueError", mentions=(E, H))
+    assert_raises(subject.run, Call(UNIT, "split_heads", (x, H)), "ValueError", mentions=(E, H))
+
+
+@pytest.mark.points(1)
+@given(cfg=configs(cross=True), seed=seeds, extra=st.integers(1, 3))
+def test_mismatched_sizes_raise_value_error(subject, cfg, seed, extra):
+    """a query or key of the wrong width raises ValueError naming the sizes"""
+    state = cfg.state(seed)
+    q, k, v = cfg.inputs(seed + 3)
+    wide_q = randn((cfg.B, cfg.L, cfg.E + extra), seed)
+    wide_k = randn((cfg.B, cfg.S, cfg.kdim + extra), seed)
+    assert_raises(subject.run, Call(UNIT, cfg.recipe(state), (wide_q, k, v)), "ValueError", mentions=(cfg.E + extra,))
+    assert_raises(subject.run, Call(UNIT, cfg.recipe(state), (q, wide_k, v)), "ValueError", mentions=(cfg.kdim + extra,))
+
+
+@pytest.mark.points(2)
+@settings(max_examples=3)
+@given(cfg=configs(cross=True), seed=seeds, mask_kind=mask_kinds, causal=st.booleans())
+def test_runs_on_meta_device(subject, cfg, seed, mask_kind, causal):
+    """the module runs on the meta device with every mask (every tensor is created on the input's device)"""
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, mask = make_masks(cfg, seed, padding=True, mask_kind=mask_kind)
+    for average in (True, False):
+        kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal, "average_attn_weights": average}
+        out, weights = forward(subject, cfg, state, args, kwargs, device="meta").output
+        check_tensor(out, shape=(cfg.B, cfg.L, cfg.E), device_type="meta", what="output on meta")
+        want = (cfg.B, cfg.L, cfg.S) if average else (cfg.B, cfg.H, cfg.L, cfg.S)
+        check_tensor(weights, shape=want, device_type="meta", what="weights on meta")
+    split = subject.run(Call(UNIT, "split_heads", (args[0], cfg.H), device="meta")).output
+    check_tensor(split, shape=(cfg.B, cfg.H, cfg.L, cfg.Dh), device_type="meta", what="split_heads on meta")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(cfg=configs(cross=True), seed=seeds, dtype=st.sampled_from([torch.float64, torch.bfloat16]), padding=st.booleans(),
+       causal=st.booleans())
+def test_dtype_is_preserved(subject, cfg, seed, dtype, padding, causal):
+    """a float64 or bfloat16 module and inputs give outputs and weights of that dtype, with right values"""
+    state = {k: v.to(dtype).float() for k, v in cfg.state(seed).items()}  # exactly representable in dtype
+    args = cfg.inputs(seed + 3, dtype=dtype)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None, allow_empty=True)
+    tol = dict(atol=1e-10, rtol=1e-9) if dtype == torch.float64 else dict(atol=6e-2, rtol=6e-2)
+    got = forward(subject, cfg, state, args, {"key_padding_mask": kpm, "is_causal": causal}, dtype=dtype).output
+    expected = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, is_causal=causal)
+    assert_mha(got, (expected[0], expected[1].mean(1)), [], dtype=dtype, **tol)
+
+
+@pytest.mark.points(0)
+@settings(max_examples=5)
+@given(cfg=configs(cross=True), seed=seeds, causal=st.booleans(), mask_kind=mask_kinds)
+def test_cpu_and_cuda_agree(subject, cfg, seed, causal, mask_kind):
+    """CPU and CUDA give the same result (TF32 off); informational, worth no points"""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, mask = make_masks(cfg, seed, padding=True, mask_kind=mask_kind, allow_empty=True)
+    kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal}
+    cpu = forward(subject, cfg, state, args, kwargs).output
+    cuda = forward(subject, cfg, state, args, kwargs, device="cuda").output
+    check_tensor(cuda[0], device_type="cuda", what="output of a CUDA call")
+    assert_mha(tuple(t.cpu() for t in cuda), cpu, [])
+
+
+@pytest.mark.points(2)
+@settings(max_examples=6)
+@given(cfg=configs(cross=True, max_heads=3, max_len=4, max_batch=2, bias=None), seed=seeds, padding=st.booleans(),
+       mask_kind=mask_kinds, causal=st.booleans())
+def test_gradients_match_finite_differences(subject, cfg, seed, padding, mask_kind, causal):
+    """gradients with respect to query, key and value are right (float64 gradcheck)"""
+    if causal and cfg.S < cfg.L:
+        cfg = Config(cfg.B, cfg.L, cfg.L, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
+    state = cfg.state(seed)
+    args = list(cfg.inputs(seed + 3, dtype=torch.float64))
+    kpm, mask = make_masks(cfg, seed, padding=padding, mask_kind=mask_kind)
+    if mask is not None and mask.is_floating_point():
+        mask = mask.double()
+    recipe = cfg.recipe(state)
+
+    def build(tensors, grad_outputs):
+        kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal}
+        return Call(UNIT, recipe, tuple(tensors), kwargs, dtype=torch.float64, grad_outputs=grad_outputs)
+
+    check_gradients(subject.run, build, args, seed=seed)
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(cfg=configs(cross=True), seed=seeds, mask_kind=mask_kinds, causal=st.booleans())
+def test_noncontiguous_inputs_left_unmodified(subject, cfg, seed, mask_kind, causal):
+    """non-contiguous inputs and masks work, and no input is modified in place"""
+    if causal and cfg.S < cfg.L:
+        cfg = Config(cfg.B, cfg.L, cfg.L, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
+    state = cfg.state(seed)
+    args = cfg.inputs(seed + 3)
+    kpm, mask = make_masks(cfg, seed, padding=True, mask_kind=mask_kind, allow_empty=True)
+    kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal}
+    result = forward(subject, cfg, state, args, kwargs, noncontiguous=True)
+    assert_unmodified(result)
+    expected = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask, is_causal=causal)
+    assert_mha(result.output, (expected[0], expected[1].mean(1)), [])

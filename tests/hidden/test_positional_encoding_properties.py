@@ -1,0 +1,513 @@
+"""Hidden properties of unit 4, positional encodings (sinusoidal table and RoPE).
+
+Each test's docstring is the property students read; its points are marked.
+Tests reach the student's code only through ``subject``.
+
+Tolerances admit any correct float32 computation of the angles (course API
+page): a float32 angle ``p * w`` is off by about 1e-7 * p, so value checks
+scale their ``atol`` with the largest position (``table_atol``), and float64
+or bfloat16 requests are held to float32 (or bfloat16) accuracy, never more.
+
+Decisions where the API page is silent:
+  * the module's table buffer may have any name; it is found as the buffer
+    holding max_len * dim numbers, shaped (max_len, dim) or (1, max_len, dim);
+  * the module is called on 3-D x (B, L, dim) only, as the page writes it;
+  * bfloat16 values are checked only for short tables and sequences (positions
+    below 8), loosely, so code that computes the angles in bfloat16 still passes;
+  * gradients are checked exactly, not by finite differences: both maps are
+    linear in x (apply_rope's gradient is the upstream gradient rotated by
+    -positions, the module's is the identity), and a finite-difference check
+    would fail a correct float32 computation of float64 inputs (as LLaMA's
+    ``x.float()`` does).
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor, mismatch
+from autograder.subject import Call, New
+from oracles_positional_encoding import rope64, sinusoidal64, table_atol
+from tensors import batch_dims, randn, seeds
+
+pytestmark = pytest.mark.unit("positional_encoding")
+UNIT = "positional_encoding"
+MODULE = "SinusoidalPositionalEncoding"
+
+even_dims = st.integers(1, 12).map(lambda n: 2 * n)
+lengths = st.integers(1, 48)
+bases = st.sampled_from([10000.0, 100.0, 500.0, 2.0, 1e5])
+
+
+def run(subject, target, *args, **kwargs):
+    return subject.run(Call(UNIT, target, args, kwargs)).output
+
+
+def encoder(dim, max_len=None, base=None) -> New:
+    kwargs = {}
+    if max_len is not None:
+        kwargs["max_len"] = max_len
+    if base is not None:
+        kwargs["base"] = base
+    return New(MODULE, (dim,), kwargs)
+
+
+def table_hints(P: int, dim: int, base: float = 10000.0, *, start: int = 0) -> list:
+    """Known wrong tables (rows start .. start + P - 1), each with the advice that fixes it."""
+    hints = [
+        (sinusoidal64(P, dim, base, start=start, swap=True),
+         "sin and cos are swapped: PE[p, 2i] is the sin and PE[p, 2i+1] the cos, so PE[0] = [0, 1, 0, 1, ...]."),
+        (sinusoidal64(P, dim, base, start=start, layout="concatenated"),
+         "sin and cos are interleaved (sin, cos, sin, cos, ...), not all the sines and then all the cosines."),
+        (sinusoidal64(P, dim, base, start=start, exponent="i/dim"),
+         "pair i (features 2i and 2i+1) uses the exponent 2i/dim, with i = 0 .. dim/2 - 1; not i/dim."),
+        (sinusoidal64(P, dim, base, start=start + 1), "positions start at 0: row 0 is PE(0) = [0, 1, 0, 1, ...]."),
+    ]
+    if base != 10000.0:
+        hints.append((sinusoidal64(P, dim, 10000.0, start=start), "the `base` argument was ignored (10000 was used)."))
+    return hints
+
+
+def known_table_bug(got, P, dim, base=10000.0) -> str:
+    """A hint naming the known bug ``got`` (a (P, dim) table) shows, or ''."""
+    if type(got) is not torch.Tensor or tuple(got.shape) != (P, dim):
+        return ""
+    for wrong, text in table_hints(P, dim, base):
+        if mismatch(got, wrong, atol=table_atol(P), rtol=1e-4) is None:
+            return f". Hint: {text}"
+    return ""
+
+
+def rope_hints(x, positions=None, base=10000.0) -> list:
+    L = x.shape[-2]
+    hints = [
+        (rope64(x, positions, base, layout="half"),
+         "pairs are interleaved, (x[2i], x[2i+1]) as in RoFormer and LLaMA; not (x[i], x[i + D/2]) (the rotate-half layout)."),
+        (rope64(x, positions, base, direction=-1.0),
+         "rotate counter-clockwise: (a, b) -> (a cos t - b sin t, a sin t + b cos t)."),
+        (rope64(x, positions, base, exponent="i/dim"),
+         "pair i uses the frequency base**(-2i/D), i = 0 .. D/2 - 1; not base**(-i/D)."),
+    ]
+    if positions is not None:
+        hints.append((rope64(x, None, base), "the `positions` argument was ignored (arange(L) was used)."))
+    else:
+        hints.append((rope64(x, torch.arange(1, L + 1), base), "default positions start at 0: arange(L)."))
+    if base != 10000.0:
+        hints.append((rope64(x, positions, 10000.0), "the `base` argument was ignored (10000 was used)."))
+    return hints
+
+
+def rope_atol(x, max_position) -> float:
+    return table_atol(max_position) * max(1.0, float(x.double().abs().max()) if x.numel() else 1.0)
+
+
+# -- the sinusoidal table ------------------------------------------------------
+
+@pytest.mark.points(3)
+@given(P=st.one_of(lengths, st.sampled_from([512, 4096])), dim=even_dims)
+def test_table_matches_formula(subject, P, dim):
+    """sinusoidal_encoding matches PE[p, 2i] = sin(p / 10000^(2i/dim)), PE[p, 2i+1] = cos(p / 10000^(2i/dim))"""
+    got = run(subject, "sinusoidal_encoding", P, dim)
+    assert_close(got, sinusoidal64(P, dim), atol=table_atol(P), what=f"sinusoidal_encoding({P}, {dim})",
+                 dtype=torch.float32, hints=table_hints(P, dim))
+
+
+@pytest.mark.points(2)
+@given(dim=even_dims, base=bases)
+def test_first_rows_pin_the_interleaved_layout(subject, dim, base):
+    """PE[0] = [0, 1, 0, 1, ...], PE[1, 0:2] = [sin 1, cos 1], and the last pair turns slowest"""
+    got = check_tensor(run(subject, "sinusoidal_encoding", 3, dim, base=base), shape=(3, dim),
+                       what=f"sinusoidal_encoding(3, {dim}, base={base})")
+    hint = known_table_bug(got, 3, dim, base)
+    row0 = torch.tensor([0.0, 1.0] * (dim // 2))
+    assert_close(got[0], row0, what="PE[0] (sin 0 = 0 at even features, cos 0 = 1 at odd ones)",
+                 hints=[(row0.flip(0), "sin and cos are swapped: PE[p, 2i] = sin, PE[p, 2i+1] = cos."),
+                        (torch.cat([row0[0::2], row0[1::2]]), "sin and cos are interleaved, not concatenated.")])
+    first = torch.tensor([math.sin(1.0), math.cos(1.0)])
+    try:
+        assert_close(got[1, :2], first, what="PE[1, 0:2] (pair 0 turns at frequency 1)")
+        slow = 2.0 / base ** ((dim - 2) / dim)  # position 2, the last pair i = dim/2 - 1
+        assert_close(got[2, dim - 2:], torch.tensor([math.sin(slow), math.cos(slow)]),
+                     what=f"PE[2, {dim - 2}:{dim}] (sin, cos of 2 / base^((dim-2)/dim))")
+    except AssertionError as error:
+        raise AssertionError(str(error) + hint) from None
+
+
+@pytest.mark.points(2)
+@given(P=lengths, dim=even_dims, k=st.integers(1, 40), base=bases)
+def test_shift_is_a_fixed_block_rotation(subject, P, dim, k, base):
+    """PE(p + k) = M_k PE(p): shifting by k rotates each (sin, cos) pair by a fixed angle, whatever p is"""
+    got = check_tensor(run(subject, "sinusoidal_encoding", P + k, dim, base=base), shape=(P + k, dim),
+                       what=f"sinusoidal_encoding({P + k}, {dim})").double()
+    # M_k from the table itself: row k holds (sin k w_i, cos k w_i) for each pair i.
+    s_k, c_k = got[k, 0::2], got[k, 1::2]  # (dim/2,)
+    s, c = got[:P, 0::2], got[:P, 1::2]  # (P, dim/2)
+    predicted = torch.stack([s * c_k + c * s_k, c * c_k - s * s_k], dim=-1).reshape(P, dim)  # (P, dim)
+    try:
+        assert_close(got[k:], predicted, atol=3 * table_atol(P + k),
+                     what=f"PE[p + {k}] against the rotation of PE[p] by the angles of row {k}")
+    except AssertionError as error:
+        raise AssertionError(str(error) + known_table_bug(got, P + k, dim, base)) from None
+
+
+@pytest.mark.points(2)
+@given(P=st.integers(2, 48), dim=even_dims, base=bases)
+def test_dot_products_depend_only_on_distance(subject, P, dim, base):
+    """PE(p) . PE(q) depends only on |p - q|"""
+    got = check_tensor(run(subject, "sinusoidal_encoding", P, dim, base=base), shape=(P, dim),
+                       what=f"sinusoidal_encoding({P}, {dim})").double()
+    gram = got @ got.T  # (P, P)
+    distance = (torch.arange(P).unsqueeze(1) - torch.arange(P).unsqueeze(0)).abs()  # (P, P)
+    assert_close(gram, gram[0][distance], atol=2 * dim * table_atol(P),
+                 what="PE(p) . PE(q) against PE(0) . PE(|p - q|)")
+
+
+@pytest.mark.points(2)
+@given(P=st.one_of(lengths, st.sampled_from([1000, 4096])), dim=even_dims, base=bases)
+def test_each_pair_lies_on_the_unit_circle(subject, P, dim, base):
+    """PE[p, 2i]^2 + PE[p, 2i+1]^2 = 1 for every position and pair"""
+    got = check_tensor(run(subject, "sinusoidal_encoding", P, dim, base=base), shape=(P, dim),
+                       what=f"sinusoidal_encoding({P}, {dim})").double()
+    radii = got[:, 0::2] ** 2 + got[:, 1::2] ** 2  # (P, dim/2)
+    try:
+        assert_close(radii, torch.ones(P, dim // 2, dtype=torch.float64), atol=2 * table_atol(P),
+                     what="PE[p, 2i]^2 + PE[p, 2i+1]^2 (features 2i and 2i+1 are the sin and cos of one angle)")
+    except AssertionError as error:
+        raise AssertionError(str(error) + known_table_bug(got, P, dim, base)) from None
+
+
+@pytest.mark.points(2)
+@given(P=lengths, dim=even_dims, base=st.one_of(bases, st.floats(1.5, 1e6)))
+def test_base_is_honoured(subject, P, dim, base):
+    """the `base` argument sets the frequencies base^(-2i/dim)"""
+    got = run(subject, "sinusoidal_encoding", P, dim, base=base)
+    assert_close(got, sinusoidal64(P, dim, base), atol=table_atol(P), what=f"sinusoidal_encoding({P}, {dim}, base={base:g})",
+                 dtype=torch.float32, hints=table_hints(P, dim, base))
+
+
+# -- the module ----------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(B=st.integers(1, 3), L=lengths, dim=even_dims, spare=st.integers(0, 20),
+       base=st.one_of(st.none(), bases), default_len=st.booleans(), seed=seeds)
+def test_module_adds_the_table(subject, B, L, dim, spare, base, default_len, seed):
+    """SinusoidalPositionalEncoding(dim, max_len, base=base)(x) = x + PE[:L]"""
+    x = randn((B, L, dim), seed)
+    max_len = None if default_len else L + spare
+    table = sinusoidal64(L, dim, 10000.0 if base is None else base)
+    got = subject.run(Call(UNIT, encoder(dim, max_len, base), (x,))).output
+    hints = [(table.expand(B, L, dim), "forward returns x + PE: the input x was dropped."),
+             (x * math.sqrt(dim) + table, "forward is x + PE, with no sqrt(dim) scaling of x."),
+             *[(x.double() + wrong, text) for wrong, text in table_hints(L, dim, 10000.0 if base is None else base)]]
+    if base is not None and base != 10000.0:
+        hints.append((x.double() + sinusoidal64(L, dim), "the constructor's `base` was not passed on to the table."))
+    assert_close(got, x.double() + table, atol=table_atol(L), what="x + PE[:L]", dtype=torch.float32, hints=hints)
+
+
+@pytest.mark.points(2)
+@given(B=st.integers(1, 3), L=st.integers(1, 16), dim=even_dims, offset=st.integers(0, 100), seed=seeds)
+def test_offset_is_honoured(subject, B, L, dim, offset, seed):
+    """forward(x, offset) adds PE[offset : offset + L], the rows of the positions x sits at"""
+    max_len = offset + L + 3
+    x = randn((B, L, dim), seed)
+    got = subject.run(Call(UNIT, encoder(dim, max_len), (x,), {"offset": offset})).output
+    expected = x.double() + sinusoidal64(L, dim, start=offset)
+    hints = [(x.double() + sinusoidal64(L, dim), "the `offset` argument was ignored: rows offset .. offset + L - 1 are added."),
+             *[(x.double() + wrong, text) for wrong, text in table_hints(L, dim, start=offset)]]
+    assert_close(got, expected, atol=table_atol(max_len), what=f"x + PE[{offset}:{offset + L}]", hints=hints)
+
+
+@pytest.mark.points(2)
+@given(dim=even_dims, max_len=st.integers(1, 32), data=st.data(), seed=seeds)
+def test_max_len_overflow_raises_value_error(subject, dim, max_len, data, seed):
+    """positions up to max_len - 1 work; a request past max_len raises ValueError naming max_len"""
+    L = data.draw(st.integers(1, max_len), label="L")
+    extra = data.draw(st.integers(1, 4), label="extra")
+    x = randn((2, L, dim), seed)
+    fits = subject.run(Call(UNIT, encoder(dim, max_len), (x,), {"offset": max_len - L})).output
+    assert_close(fits, x.double() + sinusoidal64(L, dim, start=max_len - L), atol=table_atol(max_len),
+                 what=f"forward(x, offset={max_len - L}) with L={L}, max_len={max_len} (the last rows of the table)")
+    assert_raises(subject.run, Call(UNIT, encoder(dim, max_len), (x,), {"offset": max_len - L + extra}),
+                  "ValueError", mentions=(max_len,))
+    longer = randn((1, max_len + extra, dim), seed)
+    assert_raises(subject.run, Call(UNIT, encoder(dim, max_len), (longer,)), "ValueError", mentions=(max_len,))
+    # The default max_len is 4096.
+    one = randn((1, 1, dim), seed)
+    last = subject.run(Call(UNIT, encoder(dim), (one,), {"offset": 4095})).output
+    assert_close(last, one.double() + sinusoidal64(1, dim, start=4095), atol=table_atol(4096),
+                 what="forward(x, offset=4095) with the default max_len=4096")
+    assert_raises(subject.run, Call(UNIT, encoder(dim), (one,), {"offset": 4096}), "ValueError", mentions=(4096,))
+
+
+def table_buffers(result, max_len, dim) -> dict:
+    """The buffers holding max_len * dim numbers: the table, however it is shaped."""
+    return {name: b for name, b in (result.buffers or {}).items() if b.numel() == max_len * dim}
+
+
+@pytest.mark.points(2)
+@given(dim=even_dims, max_len=st.integers(1, 64), seed=seeds)
+def test_table_is_a_non_persistent_buffer(subject, dim, max_len, seed):
+    """the table is a buffer (it follows the module) but non-persistent (not in state_dict), and not a parameter"""
+    x = randn((1, 1, dim), seed)
+    result = subject.run(Call(UNIT, encoder(dim, max_len), (x,), return_state=True))
+    table = sinusoidal64(max_len, dim)
+    found = table_buffers(result, max_len, dim)
+    if not found:
+        raise AssertionError(
+            f"no buffer of {max_len} x {dim} numbers was found: register the table with "
+            "self.register_buffer(name, table, persistent=False) so it follows .to(device) and .to(dtype)")
+    assert_close(next(iter(found.values())).reshape(max_len, dim), table, atol=table_atol(max_len),
+                 what=f"the table buffer {next(iter(found))!r}", hints=table_hints(max_len, dim))
+    stored = [name for name, t in (result.state or {}).items() if t.numel() == max_len * dim]
+    if stored:
+        raise AssertionError(
+            f"state_dict holds the table as {stored[0]!r}: it must be a non-persistent buffer "
+            "(register_buffer(..., persistent=False)), computed from the constructor's arguments, not saved")
+
+
+@pytest.mark.points(2)
+@given(B=st.integers(1, 2), L=st.integers(1, 8), dim=even_dims, dtype=st.sampled_from([torch.float64, torch.bfloat16]),
+       seed=seeds)
+def test_table_follows_module_dtype(subject, B, L, dim, dtype, seed):
+    """after .to(dtype) the table buffer and the output have that dtype (float64, bfloat16)"""
+    max_len = L + 4
+    x = randn((B, L, dim), seed, dtype=dtype)
+    result = subject.run(Call(UNIT, encoder(dim, max_len), (x,), dtype=dtype, return_state=True))
+    found = table_buffers(result, max_len, dim)
+    if not found:
+        raise AssertionError(f"no buffer of {max_len} x {dim} numbers was found: the table must be a buffer so that .to(dtype) converts it")
+    name, buffer = next(iter(found.items()))
+    check_tensor(buffer, dtype=dtype, what=f"the table buffer {name!r} after .to({dtype})")
+    tol = dict(atol=table_atol(max_len), rtol=1e-4) if dtype == torch.float64 else dict(atol=5e-2, rtol=2e-2)
+    assert_close(result.output, x.double() + sinusoidal64(L, dim), what=f"output of a {dtype} module", dtype=dtype, **tol)
+
+
+# -- apply_rope ----------------------------------------------------------------
+
+@st.composite
+def rope_shapes(draw, *, max_len=12, min_dim=2):
+    batch = draw(batch_dims)
+    L = draw(st.integers(1, max_len))
+    D = 2 * draw(st.integers(max(1, min_dim // 2), 8))
+    return (*batch, L, D)
+
+
+@pytest.mark.points(3)
+@given(shape=rope_shapes(), seed=seeds, base=st.one_of(st.none(), bases))
+def test_rope_matches_reference(subject, shape, seed, base):
+    """apply_rope matches a float64 reference: pair (2i, 2i+1) at position p turns by p * base^(-2i/D)"""
+    x = randn(shape, seed)
+    kwargs = {} if base is None else {"base": base}
+    used = 10000.0 if base is None else base
+    got = run(subject, "apply_rope", x, **kwargs)
+    assert_close(got, rope64(x, None, used), atol=rope_atol(x, shape[-2]), what="apply_rope(x)",
+                 dtype=torch.float32, hints=rope_hints(x, None, used))
+
+
+@pytest.mark.points(2)
+@given(D=st.integers(2, 8).map(lambda n: 2 * n), data=st.data(), position=st.integers(1, 50))
+def test_rope_pins_pairing_and_direction(subject, D, data, position):
+    """apply_rope turns e_2i to (cos t, sin t) and e_2i+1 to (-sin t, cos t) in features 2i, 2i+1, t = p * 10000^(-2i/D)"""
+    i = data.draw(st.integers(0, D // 2 - 1), label="pair")
+    x = torch.zeros(2, position + 1, D)
+    x[0, :, 2 * i] = 1.0  # e_2i at every position
+    x[1, :, 2 * i + 1] = 1.0  # e_2i+1 at every position
+    t = position * 10000.0 ** (-2 * i / D)
+    expected = torch.zeros(2, D)
+    expected[0, 2 * i], expected[0, 2 * i + 1] = math.cos(t), math.sin(t)
+    expected[1, 2 * i], expected[1, 2 * i + 1] = -math.sin(t), math.cos(t)
+    got = check_tensor(run(subject, "apply_rope", x), shape=x.shape, what=f"apply_rope of unit vectors, D={D}")
+    assert_close(got[:, position], expected, atol=table_atol(position),
+                 what=f"apply_rope(x)[:, {position}] for x = e_{2 * i} (row 0) and e_{2 * i + 1} (row 1)",
+                 hints=[(wrong[:, position], text) for wrong, text in rope_hints(x)])
+
+
+@pytest.mark.points(2)
+@given(shape=rope_shapes(), seed=seeds, max_position=st.sampled_from([10, 1000]))
+def test_rope_preserves_norms(subject, shape, seed, max_position):
+    """apply_rope preserves the norm of every token's vector (it is a rotation)"""
+    x = randn(shape, seed, scale=2.0)
+    positions = torch.randint(0, max_position, shape[-2:-1], generator=torch.Generator().manual_seed(seed))
+    got = check_tensor(run(subject, "apply_rope", x, positions), shape=shape, what="apply_rope(x, positions)")
+    assert_close(got.double().norm(dim=-1), x.double().norm(dim=-1), atol=2 * rope_atol(x, max_position),
+                 what="the norm of each rotated vector against the norm of x")
+
+
+@pytest.mark.points(2)
+@given(shape=rope_shapes(), seed=seeds)
+def test_rope_position_zero_is_identity(subject, shape, seed):
+    """position 0 leaves a vector unchanged: explicit zero positions return x, and the default first row is x's"""
+    x = randn(shape, seed)
+    L = shape[-2]
+    zeros = torch.zeros(L, dtype=torch.long)
+    assert_close(run(subject, "apply_rope", x, zeros), x, atol=1e-6, what="apply_rope(x, positions=zeros)",
+                 hints=[(rope64(x), "the `positions` argument was ignored (arange(L) was used).")])
+    first = check_tensor(run(subject, "apply_rope", x), shape=shape, what="apply_rope(x)")[..., 0, :]
+    assert_close(first, x[..., 0, :], atol=1e-6, what="apply_rope(x)[..., 0, :] (default positions start at 0)",
+                 hints=[(rope64(x, torch.arange(1, L + 1))[..., 0, :], "default positions are arange(L), starting at 0.")])
+
+
+@pytest.mark.points(2)
+@given(shape=rope_shapes(), seed=seeds)
+def test_rope_rotations_compose(subject, shape, seed):
+    """R_b R_a = R_(a+b): rotating by positions a then b equals rotating by a + b"""
+    x = randn(shape, seed)
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randint(0, 200, shape[-2:-1], generator=gen)
+    b = torch.randint(0, 200, shape[-2:-1], generator=gen)
+    once = check_tensor(run(subject, "apply_rope", x, a), shape=shape, what="apply_rope(x, a)")
+    twice = run(subject, "apply_rope", once, b)
+    direct = run(subject, "apply_rope", x, a + b)
+    check_tensor(direct, shape=shape, what="apply_rope(x, a + b)")
+    assert_close(twice, direct, atol=3 * rope_atol(x, 400), what="apply_rope(apply_rope(x, a), b) against apply_rope(x, a + b)")
+
+
+@pytest.mark.points(2)
+@given(batch=batch_dims, L=st.integers(1, 8), S=st.integers(1, 8), D=st.integers(1, 8).map(lambda n: 2 * n),
+       shift=st.integers(1, 300), explicit=st.booleans(), seed=seeds)
+def test_rope_scores_depend_only_on_relative_position(subject, batch, L, S, D, shift, explicit, seed):
+    """<R_m q, R_n k> depends only on n - m: shifting every position by the same amount keeps every score"""
+    q, k = randn((*batch, L, D), seed), randn((*batch, S, D), seed + 1)
+    gen = torch.Generator().manual_seed(seed)
+    m = torch.randint(0, 300, (L,), generator=gen) if explicit else None
+    n = torch.randint(0, 300, (S,), generator=gen) if explicit else None
+    if explicit:
+        base_scores = run(subject, "apply_rope", q, m) @ run(subject, "apply_rope", k, n).transpose(-2, -1)
+        m_shift, n_shift = m + shift, n + shift
+    else:
+        base_scores = run(subject, "apply_rope", q) @ run(subject, "apply_rope", k).transpose(-2, -1)
+        m_shift, n_shift = torch.arange(L) + shift, torch.arange(S) + shift
+    check_tensor(base_scores, shape=(*batch, L, S), what="R_m q @ (R_n k)^T")
+    shifted = run(subject, "apply_rope", q, m_shift) @ run(subject, "apply_rope", k, n_shift).transpose(-2, -1)
+    scale = float(q.norm(dim=-1).max() * k.norm(dim=-1).max())
+    assert_close(shifted.double(), base_scores.double(), atol=4 * table_atol(600) * max(1.0, scale),
+                 what=f"scores with every position shifted by {shift} against the unshifted scores")
+
+
+@pytest.mark.points(2)
+@given(B=st.integers(1, 3), H=st.integers(1, 3), L=st.integers(1, 8), D=st.integers(1, 8).map(lambda n: 2 * n),
+       per_batch=st.booleans(), seed=seeds)
+def test_rope_uses_explicit_positions(subject, B, H, L, D, per_batch, seed):
+    """explicit `positions`, broadcastable to (..., L), set each token's angle"""
+    x = randn((B, H, L, D), seed)
+    gen = torch.Generator().manual_seed(seed)
+    shape = (B, 1, L) if per_batch else (L,)  # per sequence (shared by the heads), or shared by all
+    positions = torch.randint(0, 2000, shape, generator=gen)
+    got = run(subject, "apply_rope", x, positions)
+    assert_close(got, rope64(x, positions), atol=rope_atol(x, 2000), what=f"apply_rope(x, positions of shape {shape})",
+                 dtype=torch.float32, hints=rope_hints(x, positions))
+
+
+# -- contract, dtypes and devices ----------------------------------------------
+
+@pytest.mark.points(2)
+@given(half=st.integers(0, 8), L=st.integers(1, 5), seed=seeds)
+def test_odd_dim_raises_value_error(subject, half, L, seed):
+    """an odd dim raises ValueError naming it, in sinusoidal_encoding, the module and apply_rope"""
+    odd = 2 * half + 1
+    assert_raises(subject.run, Call(UNIT, "sinusoidal_encoding", (L, odd)), "ValueError", mentions=(odd,))
+    assert_raises(subject.run, Call(UNIT, encoder(odd, 8)), "ValueError", mentions=(odd,))
+    assert_raises(subject.run, Call(UNIT, "apply_rope", (randn((2, L, odd), seed),)), "ValueError", mentions=(odd,))
+
+
+@pytest.mark.points(1)
+@given(dim=even_dims, extra=st.integers(1, 3), seed=seeds)
+def test_module_rejects_wrong_feature_size(subject, dim, extra, seed):
+    """the module raises ValueError naming both sizes when x's last dim is not dim"""
+    x = randn((2, 3, dim + 2 * extra), seed)
+    assert_raises(subject.run, Call(UNIT, encoder(dim, 16), (x,)), "ValueError", mentions=(dim, dim + 2 * extra))
+
+
+@pytest.mark.points(2)
+@given(shape=rope_shapes(max_len=4), seed=seeds, dtype=st.sampled_from([torch.float64, torch.bfloat16]))
+def test_dtypes_are_preserved(subject, shape, seed, dtype):
+    """float64 and bfloat16 give outputs of that dtype with right values (apply_rope and the table)"""
+    x = randn(shape, seed, dtype=dtype)
+    L, D = shape[-2], shape[-1]
+    bf16 = dtype == torch.bfloat16
+    got = run(subject, "apply_rope", x)
+    tol = dict(atol=5e-2 * max(1.0, float(x.double().abs().max())), rtol=2e-2) if bf16 else dict(atol=rope_atol(x, L), rtol=1e-4)
+    assert_close(got, rope64(x), what=f"apply_rope of a {dtype} tensor", dtype=dtype, **tol)
+    table = run(subject, "sinusoidal_encoding", 8, D, dtype=dtype)
+    tol = dict(atol=5e-2, rtol=0.0) if bf16 else dict(atol=table_atol(8), rtol=1e-4)
+    assert_close(table, sinusoidal64(8, D), what=f"sinusoidal_encoding(8, {D}, dtype={dtype})", dtype=dtype, **tol)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=5)
+@given(shape=rope_shapes(), seed=seeds)
+def test_runs_on_meta_device(subject, shape, seed):
+    """the whole unit runs on the meta device (every tensor is created on the input's device)"""
+    x = randn(shape, seed)
+    L, D = shape[-2], shape[-1]
+    table = run(subject, "sinusoidal_encoding", L, D, device=torch.device("meta"))
+    check_tensor(table, shape=(L, D), device_type="meta", what="sinusoidal_encoding(device='meta')")
+    on_meta = dict(device="meta")
+    got = subject.run(Call(UNIT, "apply_rope", (x,), **on_meta)).output
+    check_tensor(got, shape=shape, device_type="meta", what="apply_rope on meta (default positions)")
+    got = subject.run(Call(UNIT, "apply_rope", (x, torch.arange(L) + 3), **on_meta)).output
+    check_tensor(got, shape=shape, device_type="meta", what="apply_rope on meta (explicit positions)")
+    x3 = x.reshape(-1, L, D)
+    got = subject.run(Call(UNIT, encoder(D, L + 2), (x3,), {"offset": 1}, **on_meta)).output
+    check_tensor(got, shape=x3.shape, device_type="meta", what="SinusoidalPositionalEncoding on meta")
+
+
+@pytest.mark.points(0)
+@settings(max_examples=5)
+@given(shape=rope_shapes(), seed=seeds)
+def test_cpu_and_cuda_agree(subject, shape, seed):
+    """CPU and CUDA give the same result (TF32 off); informational, worth no points"""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    x = randn(shape, seed)
+    L, D = shape[-2], shape[-1]
+    positions = torch.randint(0, 1000, (L,), generator=torch.Generator().manual_seed(seed))
+    for call in (Call(UNIT, "apply_rope", (x,)), Call(UNIT, "apply_rope", (x, positions)),
+                 Call(UNIT, encoder(D, L + 5), (x.reshape(-1, L, D),), {"offset": 2})):
+        cpu = subject.run(call).output
+        cuda = subject.run(Call(call.unit, call.target, call.args, call.kwargs, device="cuda")).output
+        check_tensor(cuda, device_type="cuda", what="output of a CUDA call")
+        assert_close(cuda.cpu(), cpu, atol=rope_atol(x, 1000), what="CUDA output against CPU output")
+    table = run(subject, "sinusoidal_encoding", 64, D, device=torch.device("cuda"))
+    check_tensor(table, device_type="cuda", what="sinusoidal_encoding(device='cuda')")
+    assert_close(table.cpu(), run(subject, "sinusoidal_encoding", 64, D), atol=table_atol(64), what="CUDA table against CPU table")
+
+
+@pytest.mark.points(1)
+@given(shape=rope_shapes(), seed=seeds)
+def test_noncontiguous_inputs_left_unmodified(subject, shape, seed):
+    """non-contiguous inputs work, and no input is modified in place (apply_rope and the module)"""
+    x = randn(shape, seed)
+    L, D = shape[-2], shape[-1]
+    positions = torch.randint(0, 100, (L,), generator=torch.Generator().manual_seed(seed))
+    result = subject.run(Call(UNIT, "apply_rope", (x, positions), noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output, rope64(x, positions), atol=rope_atol(x, 100), what="apply_rope of a non-contiguous x")
+    x3 = x.reshape(-1, L, D)
+    result = subject.run(Call(UNIT, encoder(D, L + 2), (x3,), {"offset": 2}, noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output, x3.double() + sinusoidal64(L, D, start=2), atol=table_atol(L + 2),
+                 what="the module's output for a non-contiguous x")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(shape=rope_shapes(max_len=6), seed=seeds, dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_gradients_flow_to_the_input(subject, shape, seed, dtype):
+    """gradients with respect to x are right: apply_rope's is the upstream gradient rotated back, the module's is the identity"""
+    # Both maps are linear in x, so their gradients are known exactly: R_p^T = R_(-p) for a rotation,
+    # the identity for x + PE. (A finite-difference check would fail a correct float32 computation of float64 inputs.)
+    x = randn(shape, seed, dtype=dtype)
+    upstream = randn(shape, seed + 1, dtype=dtype)
+    L, D = shape[-2], shape[-1]
+    positions = torch.randint(0, 50, (L,), generator=torch.Generator().manual_seed(seed))
+    result = subject.run(Call(UNIT, "apply_rope", (x, positions), grad_outputs=upstream))
+    grad = result.arg_grads[0]
+    assert_close(grad, rope64(upstream, -positions), atol=rope_atol(upstream, 50), what="the gradient of apply_rope(x) with respect to x",
+                 dtype=dtype, hints=[(torch.zeros(shape), "no gradient reaches x: was it detached, or made with torch.no_grad()?")])
+    x3, up3 = x.reshape(-1, L, D), upstream.reshape(-1, L, D)
+    result = subject.run(Call(UNIT, encoder(D, L + 1), (x3,), {"offset": 1}, dtype=dtype, grad_outputs=up3))
+    assert_close(result.arg_grads[0], up3, atol=1e-6, what="the gradient of the module's output with respect to x", dtype=dtype)

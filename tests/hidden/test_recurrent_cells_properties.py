@@ -1,0 +1,608 @@
+"""Hidden properties of unit 1, recurrent cells (RNN, LSTM, GRU), unroll and gradient_norms.
+
+Each test's docstring is the property students read; its points are marked.
+Tests reach the student's code only through ``subject``. The unroll and
+gradient_norms properties run them with torch's own cells (``New("torch.nn.LSTMCell")``),
+so a bug in a student's cell costs points only in the cell properties; the
+properties that are about the whole unit use the student's own cells.
+"""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.gradcheck import check_gradients
+from autograder.subject import Call, New
+from oracles_recurrent_cells import (
+    CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, jacobian_norms64, lstm64,
+    permuted_orders, sequence_reference, torch_cell, unroll64,
+)
+from tensors import randn, seeds
+
+pytestmark = pytest.mark.unit("recurrent_cells")
+UNIT = "recurrent_cells"
+
+sizes = st.integers(1, 5)
+batches = st.sampled_from([None, 1, 2, 3])  # None: unbatched
+SATURATE = 30.0  # a gate bias that drives sigmoid to 0 or 1 in float32
+
+
+# -- recipes and inputs --------------------------------------------------------
+
+def student_cell(kind, D, H, bias=True, params=None):
+    """This unit's cell, loaded with ``params``."""
+    return New(CLASS[kind], (D, H), cell_kwargs(kind, bias), state=params)
+
+
+def trusted_cell(kind, D, H, bias=True, params=None, dtype=None):
+    """torch's own cell: a student's cell bug then costs no unroll or gradient_norms points."""
+    kwargs = cell_kwargs(kind, bias)
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    return New(f"torch.nn.{CLASS[kind]}", (D, H), kwargs, state=params)
+
+
+def lead(batch):
+    return () if batch is None else (batch,)
+
+
+def make_state(kind, shape, seed, *, h_scale=0.8, c_scale=1.5, dtype=torch.float32):
+    h = randn(shape, seed, scale=h_scale, dtype=dtype)
+    return (h, randn(shape, seed + 1, scale=c_scale, dtype=dtype)) if kind == "lstm" else h
+
+
+def step_args(kind, batch, D, H, seed, given_state, *, dtype=torch.float32, **scales):
+    """``(x,)`` or ``(x, h)`` or ``(x, (h, c))`` for one step."""
+    x = randn((*lead(batch), D), seed, dtype=dtype)
+    return (x,) if not given_state else (x, make_state(kind, (*lead(batch), H), seed + 1, dtype=dtype, **scales))
+
+
+def state_of(args):
+    return args[1] if len(args) > 1 else None
+
+
+def upstream_like(kind, shape, seed):
+    """A random upstream gradient for a cell's output (not all-ones)."""
+    g = randn(shape, seed)
+    return (g, randn(shape, seed + 1)) if kind == "lstm" else g
+
+
+def as_pair(got, what):
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise AssertionError(f"{what} must be a tuple (h, c); got {type(got).__name__}")
+    return got
+
+
+def close(got, expected, *, hints=None, **kwargs):
+    """assert_close, with ``hints`` a function that builds them only when the check fails
+    (known-wrong answers cost time; a correct submission never needs them)."""
+    try:
+        assert_close(got, expected, **kwargs)
+    except AssertionError:
+        if hints is None:
+            raise
+        assert_close(got, expected, hints=hints(), **kwargs)
+
+
+def assert_cell_output(kind, got, expected, hints=None, *, what="", **tol):
+    """Compare one step's output; for an LSTM c' first (its error explains h').
+
+    ``hints``: a function returning [(wrong output, advice)], called only on failure.
+    """
+    if kind == "lstm":
+        h, c = as_pair(got, f"LSTMCell's output{what}")
+        for name, index, value in (("c'", 1, c), ("h'", 0, h)):
+            part = None if hints is None else (lambda index=index: [(w[index], t) for w, t in hints()])
+            close(value, expected[index], what=f"{name}{what}", hints=part, **tol)
+    else:
+        close(got, expected, what=f"h'{what}", hints=hints, **tol)
+
+
+def flat(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def run_unroll(subject, cell, xs, state=None, **call):
+    args = (cell, xs) if state is None else (cell, xs, state)
+    got = subject.run(Call(UNIT, "unroll", args, **call)).output
+    if not (isinstance(got, tuple) and len(got) == 2):
+        raise AssertionError("unroll must return a tuple (outputs, final_state)")
+    return got
+
+
+def run_norms(subject, cell, xs, state=None, **call):
+    args = (cell, xs) if state is None else (cell, xs, state)
+    return subject.run(Call(UNIT, "gradient_norms", args, **call)).output
+
+
+# -- cells vs torch ------------------------------------------------------------
+
+@st.composite
+def cell_cases(draw):
+    return dict(D=draw(sizes), H=draw(sizes), batch=draw(batches), bias=draw(st.booleans()), given_state=draw(st.booleans()))
+
+
+def check_cell_against_torch(subject, kind, case, seed):
+    D, H, batch, bias = case["D"], case["H"], case["batch"], case["bias"]
+    params = cell_params(kind, D, H, bias, seed)
+    args = step_args(kind, batch, D, H, seed + 10, case["given_state"])
+    upstream = upstream_like(kind, (*lead(batch), H), seed + 20)
+    out, arg_grads, param_grads = cell_reference(kind, params, args, upstream)
+    cell = student_cell(kind, D, H, bias, params)
+    # Values first, without gradients: a wrong shape then reads as a wrong shape.
+    got = subject.run(Call(UNIT, cell, args)).output
+    assert_cell_output(kind, got, out, lambda: cell_hints(kind, args[0], state_of(args), params))
+    result = subject.run(Call(UNIT, cell, args, grad_outputs=upstream))
+    # Random upstream gradients: every input and parameter gets its own check.
+    names = ["x"] + (["h", "c"] if kind == "lstm" else ["h"])
+    got_grads = [result.arg_grads[0]] + (flat(result.arg_grads[1]) if len(args) > 1 else [])
+    want_grads = [arg_grads[0]] + (flat(arg_grads[1]) if len(args) > 1 else [])
+    checks = [(f"the gradient with respect to {n}", g, w) for n, g, w in zip(names, got_grads, want_grads)]
+    checks += [(f"the gradient of {n}", result.param_grads.get(n), w) for n, w in param_grads.items()]
+    for what, got, want in checks:
+        try:
+            assert_close(got, want, what=what, hints=[(torch.zeros_like(want), "no gradient arrives: is something detached?")])
+        except AssertionError as error:
+            if not (isinstance(got, torch.Tensor) and got.shape == want.shape):
+                raise
+            raise AssertionError(f"{error} (the output itself is right: look for a .detach(), .data or an "
+                                 "in-place write on the path from this tensor to the output)") from None
+
+
+@pytest.mark.points(3)
+@given(case=cell_cases(), nonlinearity=st.sampled_from(["tanh", "relu"]), seed=seeds)
+def test_rnn_cell_matches_torch(subject, case, nonlinearity, seed):
+    """RNNCell equals torch.nn.RNNCell (tanh and relu): outputs and gradients, batched or not, h=None, bias=False"""
+    check_cell_against_torch(subject, f"rnn_{nonlinearity}", case, seed)
+
+
+@pytest.mark.points(3)
+@given(case=cell_cases(), seed=seeds)
+def test_lstm_cell_matches_torch(subject, case, seed):
+    """LSTMCell equals torch.nn.LSTMCell: outputs and gradients, batched or not, state=None, bias=False"""
+    check_cell_against_torch(subject, "lstm", case, seed)
+
+
+@pytest.mark.points(3)
+@given(case=cell_cases(), seed=seeds)
+def test_gru_cell_matches_torch(subject, case, seed):
+    """GRUCell equals torch.nn.GRUCell: outputs and gradients, batched or not, h=None, bias=False"""
+    check_cell_against_torch(subject, "gru", case, seed)
+
+
+# -- gate semantics, independent of torch --------------------------------------
+
+def saturated(kind, D, H, seed, gates: dict):
+    """Random parameters with some gate biases set to +-SATURATE (gates: block index -> sign)."""
+    params = cell_params(kind, D, H, True, seed)
+    bias = params["bias_ih"].clone()
+    for block, sign in gates.items():
+        bias[block * H:(block + 1) * H] = sign * SATURATE
+    params["bias_ih"] = bias
+    return params
+
+
+@pytest.mark.points(2)
+@given(D=sizes, H=sizes, batch=batches, seed=seeds)
+def test_lstm_open_forget_closed_input_keeps_c(subject, D, H, batch, seed):
+    """an LSTM whose forget gate is saturated open and input gate closed keeps c unchanged"""
+    params = saturated("lstm", D, H, seed, {0: -1, 1: +1})  # i = 0, f = 1 (gate order i, f, g, o)
+    x, (h, c) = step_args("lstm", batch, D, H, seed + 10, True)
+    got = subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, (h, c)))).output
+    _, c_next = as_pair(got, "LSTMCell's output")
+    assert_close(c_next, c.double(), what="c' with the forget gate f = 1 and the input gate i = 0", hints=[
+        (torch.zeros_like(c, dtype=torch.float64), "c' = f * c + i * g: with f = 1 the old c must come through; the term f * c is missing."),
+        (lstm64(x, (h, c), params, order="figo")[1], "weight_ih's first block is the input gate i, the second the forget gate f."),
+    ])
+
+
+@pytest.mark.points(1)
+@given(D=sizes, H=st.integers(2, 5), batch=st.integers(2, 3), seed=seeds)
+def test_lstm_hidden_state_is_bounded(subject, D, H, batch, seed):
+    """an LSTM's h' = o * tanh(c') stays within [-1, 1], even when c is large"""
+    params = cell_params("lstm", D, H, True, seed, scale=3.0)
+    x, state = step_args("lstm", batch, D, H, seed + 10, True, h_scale=1.0, c_scale=6.0)
+    h_next, _ = as_pair(subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, state))).output, "LSTMCell's output")
+    check_tensor(h_next, shape=(batch, H), what="h'")
+    worst = float(h_next.abs().max())
+    if not worst <= 1.0 + 1e-6:
+        raise AssertionError(f"|h'| reached {worst:.4g}: h' = o * tanh(c') can never leave [-1, 1]. Hint: is the tanh on c' missing?")
+
+
+@pytest.mark.points(2)
+@given(D=sizes, H=sizes, batch=batches, seed=seeds)
+def test_gru_update_gate_one_keeps_h(subject, D, H, batch, seed):
+    """a GRU whose update gate is saturated to z = 1 returns h unchanged"""
+    params = saturated("gru", D, H, seed, {1: +1})  # z = 1 (gate order r, z, n)
+    x, h = step_args("gru", batch, D, H, seed + 10, True)
+    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, params), (x, h))).output
+    assert_close(got, h.double(), what="h' with the update gate z = 1", hints=[
+        (gru64(x, h, params, update_reversed=True), "h' = (1 - z) * n + z * h: with z = 1 the old h comes through unchanged; you swapped z and 1 - z."),
+        (gru64(x, h, params, order="zrn"), "weight_ih's blocks are r, z, n: the second block is the update gate z."),
+    ])
+
+
+@pytest.mark.points(2)
+@given(D=sizes, H=sizes, batch=batches, seed=seeds)
+def test_gru_reset_gate_scales_the_recurrent_projection(subject, D, H, batch, seed):
+    """GRU's reset gate multiplies (W_hn h + b_hn): with r = 0 and z = 0, h' = tanh(W_in x + b_in)"""
+    params = saturated("gru", D, H, seed, {0: -1, 1: -1})  # r = 0, z = 0
+    x, h = step_args("gru", batch, D, H, seed + 10, True)
+    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, params), (x, h))).output
+    w_in, b_in = params["weight_ih"][2 * H:].double(), params["bias_ih"][2 * H:].double()
+    w_hn, b_hn = params["weight_hh"][2 * H:].double(), params["bias_hh"][2 * H:].double()
+    xn = x.double() @ w_in.t() + b_in
+    assert_close(got, torch.tanh(xn), what="h' with the reset gate r = 0 and the update gate z = 0", hints=[
+        (torch.tanh(xn + b_hn), "r multiplies the whole recurrent projection: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)); "
+                                "you computed W_hn (r * h) + b_hn (the reset applied before the matmul)."),
+        (torch.tanh(xn + h.double() @ w_hn.t() + b_hn), "the reset gate r must multiply (W_hn h + b_hn); it was not applied."),
+        (h.double(), "h' = (1 - z) * n + z * h: with z = 0 the new candidate n comes through, not the old h."),
+    ])
+
+
+@pytest.mark.points(2)
+@given(D=sizes, H=sizes, batch=batches, seed=seeds)
+def test_lstm_gate_order_is_i_f_g_o(subject, D, H, batch, seed):
+    """LSTMCell reads the stacked rows of weight_ih and the biases in torch's gate order i, f, g, o"""
+    params = {"weight_ih": torch.zeros(4 * H, D), "weight_hh": torch.zeros(4 * H, H),
+              "bias_ih": randn((4 * H,), seed, scale=2.0), "bias_hh": randn((4 * H,), seed + 1, scale=0.5)}
+    x, state = step_args("lstm", batch, D, H, seed + 10, True)
+    got = subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, state))).output
+
+    def hints():
+        return [(lstm64(x, state, params, order=order),
+                 f"you read the gate blocks as {', '.join(order)}{' (CS231n order)' if order == 'ifog' else ''}; "
+                 "torch stacks them i, f, g, o.") for order in permuted_orders("ifgo")]
+    assert_cell_output("lstm", got, lstm64(x, state, params), hints, what=" with only gate biases")
+
+
+@pytest.mark.points(2)
+@given(D=sizes, H=sizes, batch=batches, seed=seeds)
+def test_gru_gate_order_is_r_z_n(subject, D, H, batch, seed):
+    """GRUCell reads the stacked rows of weight_ih, weight_hh and the biases in torch's gate order r, z, n"""
+    params = {"weight_ih": torch.zeros(3 * H, D), "weight_hh": torch.zeros(3 * H, H),
+              "bias_ih": randn((3 * H,), seed, scale=2.0), "bias_hh": randn((3 * H,), seed + 1, scale=2.0)}
+    x, h = step_args("gru", batch, D, H, seed + 10, True)
+    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, params), (x, h))).output
+
+    def hints():
+        return [(gru64(x, h, params, order=order), f"you read the gate blocks as {', '.join(order)}; torch stacks them r, z, n.")
+                for order in permuted_orders("rzn")]
+    assert_cell_output("gru", got, gru64(x, h, params), hints, what=" with only gate biases")
+
+
+# -- unroll ----------------------------------------------------------------------
+
+@st.composite
+def sequence_cases(draw, *, min_T=1, max_T=6, kinds=KINDS):
+    return dict(kind=draw(st.sampled_from(kinds)), B=draw(st.integers(1, 3)), T=draw(st.integers(min_T, max_T)),
+                D=draw(st.integers(1, 4)), H=draw(st.integers(1, 4)), bias=draw(st.booleans()),
+                given_state=draw(st.booleans()))
+
+
+def make_sequence(case, seed, *, dtype=torch.float32):
+    """(params, xs (B, T, D), initial state or None)."""
+    kind, B, T, D, H = case["kind"], case["B"], case["T"], case["D"], case["H"]
+    params = cell_params(kind, D, H, case["bias"], seed)
+    xs = randn((B, T, D), seed + 10, dtype=dtype)
+    state = make_state(kind, (B, H), seed + 20, dtype=dtype) if case["given_state"] else None
+    return params, xs, state
+
+
+def unroll_hints(kind, params, xs, state):
+    cell = torch_cell(kind, params)
+    backwards, _ = unroll64(cell, xs.flip(1), state)
+    hints = [(backwards, "the outputs run backwards in time: step t must read xs[:, t], t = 0 .. T-1."),
+             (backwards.flip(1), "the sequence was run backwards: step t must read xs[:, t], t = 0 .. T-1.")]
+    if state is not None:
+        hints.append((unroll64(cell, xs, None)[0], "the given initial state was ignored (the run started from zeros)."))
+    return hints
+
+
+def assert_final_state(kind, got, expected, *, hints=(), what="final_state"):
+    if kind == "lstm":
+        h, c = as_pair(got, what)
+        assert_close(h, expected[0], what=f"{what}'s h", hints=[(w[0], t) for w, t in hints])
+        assert_close(c, expected[1], what=f"{what}'s c", hints=[(w[1], t) for w, t in hints])
+    else:
+        assert_close(got, expected, what=what, hints=list(hints))
+
+
+@pytest.mark.points(2)
+@given(case=sequence_cases(), seed=seeds)
+def test_unroll_equals_stepping_by_hand(subject, case, seed):
+    """unroll's outputs are the h of every step of the cell, stepped by hand (with torch's cells)"""
+    kind = case["kind"]
+    params, xs, state = make_sequence(case, seed)
+    outputs, _ = run_unroll(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
+    expected, _ = unroll64(torch_cell(kind, params), xs, state)
+    close(outputs, expected, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
+
+
+@pytest.mark.points(2)
+@given(case=sequence_cases(), seed=seeds)
+def test_unroll_matches_torch_sequence_modules(subject, case, seed):
+    """unroll with a cell equals torch.nn.RNN / LSTM / GRU (batch_first=True) with the same weights"""
+    kind = case["kind"]
+    params, xs, state = make_sequence(case, seed)
+    outputs, final = run_unroll(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
+    want_out, want_final = sequence_reference(kind, params, xs, state)
+    close(outputs, want_out, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
+    assert_final_state(kind, final, want_final)
+
+
+@pytest.mark.points(1)
+@given(case=sequence_cases(min_T=2), seed=seeds, data=st.data())
+def test_unroll_is_causal(subject, case, seed, data):
+    """unroll is causal: changing xs[:, t:] leaves outputs[:, :t] unchanged"""
+    kind = case["kind"]
+    t = data.draw(st.integers(1, case["T"] - 1), label="t")
+    params, xs, state = make_sequence(case, seed)
+    changed = xs.clone()
+    changed[:, t:] += randn(changed[:, t:].shape, seed + 30, scale=3.0)
+    cell = trusted_cell(kind, case["D"], case["H"], case["bias"], params)
+    before, _ = run_unroll(subject, cell, xs, state)
+    after, _ = run_unroll(subject, cell, changed, state)
+    check_tensor(after, shape=(case["B"], case["T"], case["H"]), what="unroll's outputs")
+    assert_close(after[:, :t], before[:, :t], atol=1e-6, what=f"outputs[:, :{t}] after changing xs[:, {t}:]",
+                 hints=[(before[:, :t].flip(1), "the sequence runs backwards: step t must read xs[:, t].")])
+
+
+@pytest.mark.points(2)
+@given(case=sequence_cases(max_T=4), T2=st.integers(1, 4), seed=seeds)
+def test_unroll_resumes_from_a_state(subject, case, T2, seed):
+    """two sequences run back to back (the second from the first's final state) equal their concatenation run at once"""
+    kind = case["kind"]
+    params, first, state = make_sequence(case, seed)
+    second = randn((case["B"], T2, case["D"]), seed + 40)
+    cell = trusted_cell(kind, case["D"], case["H"], case["bias"], params)
+    whole, whole_final = run_unroll(subject, cell, torch.cat([first, second], dim=1), state)
+    out1, final1 = run_unroll(subject, cell, first, state)
+    if kind == "lstm":
+        as_pair(final1, "unroll's final_state for an LSTM cell")
+    out2, final2 = run_unroll(subject, cell, second, final1)
+    check_tensor(out1, shape=(case["B"], case["T"], case["H"]), what="unroll's outputs on the first part")
+    check_tensor(out2, shape=(case["B"], T2, case["H"]), what="unroll's outputs on the second part")
+    fresh, _ = unroll64(torch_cell(kind, params), second, None)
+    assert_close(out2, whole[:, case["T"]:], what="the outputs of the second part, resumed from the first part's final state",
+                 hints=[(fresh, "the state passed to unroll was ignored: the second part started from zeros.")])
+    assert_close(out1, whole[:, :case["T"]], what="the outputs of the first part")
+    assert_final_state(kind, final2, whole_final, what="the final state after both parts")
+
+
+@pytest.mark.points(1)
+@given(case=sequence_cases(), seed=seeds)
+def test_unroll_final_state_is_the_last_step(subject, case, seed):
+    """unroll's final_state is what the cell returned at the last step (h, or (h, c) for an LSTM)"""
+    kind = case["kind"]
+    params, xs, state = make_sequence(case, seed)
+    outputs, final = run_unroll(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
+    check_tensor(outputs, shape=(case["B"], case["T"], case["H"]), what="unroll's outputs")
+    cell = torch_cell(kind, params)
+    _, expected = unroll64(cell, xs, state)
+    _, after_first = unroll64(cell, xs[:, :1], state)
+    hints = [(after_first, "final_state is the state after the first step; it must be the state after the last one.")]
+    if state is not None:
+        hints.append((state, "final_state is the initial state; it must be the state after the last step."))
+    if kind == "lstm" and not (isinstance(final, tuple) and len(final) == 2):
+        raise AssertionError("for an LSTM cell, final_state is what the cell returned at the last step: the tuple (h, c)")
+    assert_final_state(kind, final, expected, hints=hints)
+    assert_close(final[0] if kind == "lstm" else final, outputs[:, -1].double(), what="final_state's h vs outputs[:, -1]")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(case=sequence_cases(), seed=seeds)
+def test_unroll_with_own_cells_matches_torch(subject, case, seed):
+    """unroll with this unit's own RNNCell / LSTMCell / GRUCell equals torch.nn.RNN / LSTM / GRU"""
+    kind = case["kind"]
+    params, xs, state = make_sequence(case, seed)
+    outputs, final = run_unroll(subject, student_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
+    want_out, want_final = sequence_reference(kind, params, xs, state)
+    assert_close(outputs, want_out, what="unroll's outputs with your own cell")
+    assert_final_state(kind, final, want_final, what="final_state with your own cell")
+
+
+# -- gradient_norms --------------------------------------------------------------
+
+def one_sequence(case, seed):
+    case = dict(case, B=1)
+    return make_sequence(case, seed)
+
+
+@pytest.mark.points(3)
+@settings(max_examples=15)
+@given(case=sequence_cases(), seed=seeds)
+def test_gradient_norms_match_autograd_jacobians(subject, case, seed):
+    """gradient_norms[t-1] is the Frobenius norm of the autograd Jacobian d h_T / d h_t"""
+    kind = case["kind"]
+    params, xs, state = one_sequence(case, seed)
+    got = run_norms(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
+    expected = jacobian_norms64(kind, params, xs, state)
+    close(got, expected, atol=1e-5, rtol=1e-4, what="gradient_norms", hints=lambda: [
+        (expected.flip(0), "the norms are reversed: entry t-1 is for d h_T / d h_t, so the last entry is sqrt(H)."),
+        (expected ** 2, "those are squared Frobenius norms: take the square root."),
+        (jacobian_norms64(kind, params, xs, state, wrt="x"), "those are the norms of d h_T / d x_t (the inputs); use the hidden states h_t."),
+        (jacobian_norms64(kind, params, xs, state, ord=2), "those are spectral norms; use the Frobenius norm (the root of the sum of squares)."),
+    ])
+
+
+@pytest.mark.points(1)
+@given(case=sequence_cases(), seed=seeds)
+def test_gradient_norms_last_entry_is_sqrt_hidden(subject, case, seed):
+    """gradient_norms has one entry per step and the last is sqrt(H), the norm of the identity d h_T / d h_T"""
+    kind, H = case["kind"], case["H"]
+    params, xs, state = one_sequence(case, seed)
+    got = check_tensor(run_norms(subject, trusted_cell(kind, case["D"], H, case["bias"], params), xs, state),
+                       shape=(case["T"],), what="gradient_norms")
+    assert_close(got[-1], torch.tensor(math.sqrt(H), dtype=torch.float64), what="the last entry of gradient_norms",
+                 hints=[(torch.tensor(float(H)), "that is H: the squared norm; take the square root.")])
+
+
+@pytest.mark.points(2)
+@given(T=st.integers(2, 8), D=st.integers(1, 4), H=st.integers(1, 5), seed=seeds)
+def test_gradient_norms_decay_for_a_contractive_rnn(subject, T, D, H, seed):
+    """for a tanh RNN with ||W_hh||_2 = 0.5, each step back at least halves gradient_norms (the signal fades)"""
+    params = cell_params("rnn_tanh", D, H, True, seed)
+    w = params["weight_hh"].double()
+    params["weight_hh"] = (w * (0.5 / torch.linalg.matrix_norm(w, ord=2))).float()
+    xs = randn((1, T, D), seed + 10)
+    norms = check_tensor(run_norms(subject, trusted_cell("rnn_tanh", D, H, True, params), xs), shape=(T,), what="gradient_norms")
+    for t in range(T - 1):
+        near, far = float(norms[t + 1]), float(norms[t])
+        if not far <= 0.5 * near * (1 + 1e-3) + 1e-7:
+            raise AssertionError(
+                f"with ||W_hh||_2 = 0.5, ||d h_T / d h_t|| must at least halve per step back, but entry {t + 1} "
+                f"(t = {t + 1}) is {far:.4g} and entry {t + 2} is {near:.4g}."
+                + (" Hint: the norms grow with distance: are they reversed?" if far > near else "")
+            )
+
+
+# -- dtypes, devices ------------------------------------------------------------
+
+@pytest.mark.points(2)
+@settings(max_examples=12)
+@given(kind=st.sampled_from(KINDS), D=st.integers(1, 4), H=st.integers(1, 4), batch=batches, given_state=st.booleans(),
+       T=st.integers(1, 4), dtype=st.sampled_from([torch.float64, torch.bfloat16]), seed=seeds)
+def test_dtype_is_preserved(subject, kind, D, H, batch, given_state, T, dtype, seed):
+    """float64 and bfloat16 give results of the same dtype (cells, unroll and gradient_norms), and right values"""
+    tol = dict(atol=1e-10, rtol=1e-9) if dtype == torch.float64 else dict(atol=2e-2, rtol=2e-2)
+    params = cell_params(kind, D, H, True, seed)
+    args = step_args(kind, batch, D, H, seed + 10, given_state, dtype=dtype)
+    got = subject.run(Call(UNIT, student_cell(kind, D, H, True, params), args, dtype=dtype)).output
+    expected, _, _ = cell_reference(kind, params, args, round_to=dtype)
+    for g in flat(got):
+        check_tensor(g, dtype=dtype, what=f"{CLASS[kind]}'s output for {dtype} inputs")
+    assert_cell_output(kind, got, expected, what=f" in {dtype}", **tol)
+    # unroll and gradient_norms, with torch's cell made in the dtype.
+    xs = randn((1, T, D), seed + 30, dtype=dtype)
+    cell = trusted_cell(kind, D, H, True, params, dtype=dtype)
+    outputs, final = run_unroll(subject, cell, xs)
+    check_tensor(outputs, shape=(1, T, H), dtype=dtype, what=f"unroll's outputs for {dtype} inputs")
+    norms = check_tensor(run_norms(subject, cell, xs), shape=(T,), dtype=dtype, what=f"gradient_norms for {dtype} inputs")
+    assert_close(norms[-1], torch.tensor(math.sqrt(H), dtype=torch.float64), what=f"the last entry of gradient_norms in {dtype}", **tol)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=5)
+@given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), T=st.integers(1, 4), seed=seeds)
+def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
+    """the whole unit runs on the meta device (zero states are created on the input's device)"""
+    meta = dict(device="meta")
+    cell = student_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
+    for batch in (B, None):
+        for given_state in (False, True):
+            args = step_args(kind, batch, D, H, seed + 10, given_state)
+            out = subject.run(Call(UNIT, cell, args, **meta)).output
+            for name, g in zip(("h'", "c'"), out if kind == "lstm" else (out,)):
+                check_tensor(g, shape=(*lead(batch), H), device_type="meta",
+                             what=f"{CLASS[kind]}'s {name} on meta ({'unbatched' if batch is None else 'batched'}, state {'given' if given_state else 'None'})")
+    xs = randn((1, T, D), seed + 20)
+    outputs, _ = run_unroll(subject, cell, xs, **meta)
+    check_tensor(outputs, shape=(1, T, H), device_type="meta", what="unroll's outputs on meta")
+    norms = run_norms(subject, cell, xs, **meta)
+    check_tensor(norms, shape=(T,), device_type="meta", what="gradient_norms on meta")
+
+
+@pytest.mark.points(0)
+@settings(max_examples=5)
+@given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), T=st.integers(1, 4), seed=seeds)
+def test_cpu_and_cuda_agree(subject, kind, D, H, B, T, seed):
+    """CPU and CUDA give the same result (TF32 off); informational, worth no points"""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    params = cell_params(kind, D, H, True, seed)
+    cell = student_cell(kind, D, H, True, params)
+    args = step_args(kind, B, D, H, seed + 10, True)
+    cpu = subject.run(Call(UNIT, cell, args)).output
+    cuda = subject.run(Call(UNIT, cell, args, device="cuda")).output
+    check_tensor(flat(cuda)[0], device_type="cuda", what=f"{CLASS[kind]}'s output of a CUDA call")
+    assert_cell_output(kind, tuple(t.cpu() for t in cuda) if kind == "lstm" else cuda.cpu(), cpu, what=" on CUDA")
+    xs = randn((1, T, D), seed + 20)
+    out_cpu, _ = run_unroll(subject, cell, xs)
+    out_cuda, _ = run_unroll(subject, cell, xs, device="cuda")
+    assert_close(out_cuda.cpu(), out_cpu, what="unroll's outputs on CUDA")
+    norms_cpu = run_norms(subject, cell, xs)
+    norms_cuda = run_norms(subject, cell, xs, device="cuda")
+    assert_close(norms_cuda.cpu(), norms_cpu, what="gradient_norms on CUDA")
+
+
+# -- contract and gradients --------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), extra=st.integers(1, 3), seed=seeds)
+def test_bad_shapes_raise_value_error(subject, kind, D, H, B, extra, seed):
+    """bad shapes raise ValueError with a message naming the sizes (cells, unroll, gradient_norms)"""
+    cell = student_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
+
+    def call(*args):
+        return Call(UNIT, cell, args)
+
+    x = randn((B, D), seed)
+    assert_raises(subject.run, call(randn((B, D + extra), seed)), "ValueError", mentions=(D, D + extra))
+    assert_raises(subject.run, call(randn((B, 2, D), seed)), "ValueError")
+    wide = randn((B, H + extra), seed + 1)
+    good = randn((B, H), seed + 2)
+    if kind == "lstm":
+        assert_raises(subject.run, call(x, (wide, good)), "ValueError", mentions=(H, H + extra))
+        assert_raises(subject.run, call(x, (good, wide)), "ValueError", mentions=(H, H + extra))
+    else:
+        assert_raises(subject.run, call(x, wide), "ValueError", mentions=(H, H + extra))
+    assert_raises(subject.run, call(x, make_state(kind, (B + extra, H), seed + 3)), "ValueError", mentions=(B, B + extra))
+    if kind.startswith("rnn"):
+        bad = New("RNNCell", (D, H), {"nonlinearity": "sigmoid"})
+        assert_raises(subject.run, Call(UNIT, bad, (x,)), "ValueError")
+    trusted = trusted_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
+    for function in ("unroll", "gradient_norms"):
+        assert_raises(subject.run, Call(UNIT, function, (trusted, randn((3,), seed))), "ValueError")
+    assert_raises(subject.run, Call(UNIT, "unroll", (trusted, randn((1, 1, 2, D), seed))), "ValueError")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=5)
+@given(D=st.integers(1, 4), H=st.integers(1, 4), batch=batches, bias=st.booleans(), seed=seeds)
+def test_cell_gradients_match_finite_differences(subject, D, H, batch, bias, seed):
+    """each cell's gradients with respect to x and h are right (float64 gradcheck)"""
+    for kind in KINDS:
+        gradcheck_cell(subject, kind, D, H, batch, bias, seed)
+
+
+def gradcheck_cell(subject, kind, D, H, batch, bias, seed):
+    params = cell_params(kind, D, H, bias, seed)
+    x, state = step_args(kind, batch, D, H, seed + 10, True, dtype=torch.float64)
+    cell = student_cell(kind, D, H, bias, params)
+    if kind == "lstm":
+        # The engine's gradcheck takes flat tensors: vary x (the state's gradients are checked against torch).
+        def build(tensors, grad_outputs):
+            return Call(UNIT, cell, (*tensors, state), dtype=torch.float64, grad_outputs=grad_outputs)
+        tensors = [x]
+    else:
+        def build(tensors, grad_outputs):
+            return Call(UNIT, cell, tuple(tensors), dtype=torch.float64, grad_outputs=grad_outputs)
+        tensors = [x, state]
+    try:
+        check_gradients(subject.run, build, tensors, seed=seed)
+    except AssertionError as error:
+        name = CLASS[kind] + (f"(nonlinearity={kind.removeprefix('rnn_')!r})" if kind.startswith("rnn") else "")
+        raise AssertionError(f"{name}: {error}") from None
+
+
+@pytest.mark.points(1)
+@given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), T=st.integers(1, 4), seed=seeds)
+def test_noncontiguous_inputs_left_unmodified(subject, kind, D, H, B, T, seed):
+    """non-contiguous inputs work, and no input (x, h, c, xs) is modified in place"""
+    params = cell_params(kind, D, H, True, seed)
+    args = step_args(kind, B, D, H, seed + 10, True)
+    result = subject.run(Call(UNIT, student_cell(kind, D, H, True, params), args, noncontiguous=True))
+    assert_unmodified(result)
+    expected, _, _ = cell_reference(kind, params, args)
+    assert_cell_output(kind, result.output, expected, what=" for non-contiguous inputs")
+    xs = randn((B, T, D), seed + 20)
+    state = make_state(kind, (B, H), seed + 30)
+    result = subject.run(Call(UNIT, "unroll", (trusted_cell(kind, D, H, True, params), xs, state), noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output[0], unroll64(torch_cell(kind, params), xs, state)[0], what="unroll's outputs for non-contiguous inputs")

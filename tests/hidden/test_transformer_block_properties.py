@@ -1,0 +1,628 @@
+"""Hidden properties of unit 5, the Transformer block (LayerNorm, FeedForward, TransformerBlock).
+
+Each test's docstring is the property students read; its points are marked.
+Tests reach the student's code only through ``subject``. The right answers come
+from torch itself (``F.layer_norm``, ``nn.TransformerEncoderLayer`` in float64);
+the hand-written oracles only build known-wrong answers for hints.
+
+Decisions where the API page is silent (following ``nn.TransformerEncoderLayer``):
+  * ``bias=False`` removes the biases of every Linear (self_attn and ffn); the
+    LayerNorms may keep a bias or not (a kept one is tested at zero);
+  * masks are tested only on rows that keep at least one key (torch gives NaN
+    on the others), and the attention dropout inside ``self_attn`` is not tested;
+  * ``FeedForward`` and ``TransformerBlock`` are called on (B, L, d_model) only;
+  * ``LayerNorm(elementwise_affine=False)`` has no parameters (as ``nn.LayerNorm``);
+  * LayerNorm values are compared tightly on well-conditioned rows and loosely
+    (1e-3 + 1e-2 relative) on near-constant ones, so that any correct float32
+    formula passes (two-pass, ``torch.var``, even E[x^2] - E[x]^2), while the
+    eps placement, which changes such rows by a factor of 3, is still pinned.
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.gradcheck import check_gradients
+from autograder.subject import Call, New
+from oracles_transformer_block import (
+    LINEAR_BIASES, NORM_BIASES, block_hints, block_state, ffn64, ffn_state, layer_norm64, norm_state, one_thread,
+    torch_block, torch_layer_norm,
+)
+from tensors import permutation, rand_bool, randn, seeds
+
+pytestmark = pytest.mark.unit("transformer_block")
+UNIT = "transformer_block"
+BLOCK_TOL = dict(atol=1e-4, rtol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def _single_threaded():
+    """The float64 oracles run on tiny tensors: torch's CPU thread pool only costs
+    time there (~20 ms per parallel op on a busy machine); values do not depend on it."""
+    with one_thread():
+        yield
+
+
+# -- shapes and calls -------------------------------------------------------------
+
+@st.composite
+def block_shapes(draw, *, max_len=6, max_batch=3):
+    """(B, L, d_model, num_heads, d_ff) with d_model a multiple of num_heads."""
+    heads = draw(st.sampled_from([1, 2, 4]))
+    # d_model >= 4: a LayerNorm over 2 features maps every row to +-1, where many bugs look alike.
+    d_model = max(4, heads * draw(st.integers(1, 4)))
+    return draw(st.integers(1, max_batch)), draw(st.integers(1, max_len)), d_model, heads, draw(st.integers(1, 24))
+
+
+def block_recipe(shapes, state, **kwargs):
+    _, _, d, heads, d_ff = shapes
+    return New("TransformerBlock", (d, heads, d_ff), kwargs, state=state)
+
+
+def run_block(subject, shapes, state, x, *, norm_first, init=None, **kwargs):
+    init = {"norm_first": norm_first, **(init or {})}
+    return subject.run(Call(UNIT, block_recipe(shapes, state, **init), (x,), kwargs)).output
+
+
+def assert_close_lazy(got, expected, hints, **kwargs):
+    """``assert_close`` whose (costly) ``hints()`` are built only when the values differ."""
+    try:
+        assert_close(got, expected, **kwargs)
+    except AssertionError:
+        assert_close(got, expected, hints=hints(), **kwargs)
+
+
+def layer_norm_recipe(d, state=None, **kwargs):
+    return New("LayerNorm", (d,), kwargs, state=state)
+
+
+def run_layer_norm(subject, x, state=None, **kwargs):
+    return subject.run(Call(UNIT, layer_norm_recipe(x.shape[-1], state, **kwargs), (x,))).output
+
+
+def layer_norm_hints(x, state, eps):
+    w, b = (state or {}).get("weight"), (state or {}).get("bias")
+    hints = [
+        (layer_norm64(x, w, b, eps, unbiased=True), "use the biased variance (divide by d, not d - 1), as nn.LayerNorm."),
+        (layer_norm64(x, w, b, eps, eps_outside=True), "eps goes inside the square root: (x - mean) / sqrt(var + eps)."),
+        (layer_norm64(x, w, b, 1e-5), f"the `eps` argument ({eps:g}) was ignored."),
+        (layer_norm64(x, None, None, eps), "multiply by `weight` and add `bias` after normalizing."),
+        (layer_norm64(x, w, b, 0.0), "add eps to the variance before taking the square root."),
+    ]
+    # A NaN answer matches every other NaN answer: such a hint would be a guess.
+    return [(wrong, text) for wrong, text in hints if bool(wrong.isfinite().all())]
+
+
+def spread_out(x, min_std):
+    """``x`` (float64) as float32, each row's deviations stretched so its std is >= ``min_std``.
+
+    Rows with a tiny spread are ill-conditioned: correct float32 formulas (two-pass,
+    or E[x^2] - E[x]^2) differ there by more than a tight tolerance. They have a
+    test of their own with a loose one (test_layer_norm_near_constant_rows)."""
+    mean = x.mean(-1, keepdim=True)
+    dev = x - mean
+    std = dev.pow(2).mean(-1, keepdim=True).sqrt()
+    factor = torch.where(std < min_std, min_std / std.clamp_min(1e-30), torch.ones_like(std))
+    return (mean + dev * factor).float()
+
+
+def ln_state(d, seed):
+    return {k.removeprefix("n."): v for k, v in norm_state("n", d, seed).items()}
+
+
+def identity_ffn_state(d):
+    eye = torch.eye(d)
+    return {"linear1.weight": eye, "linear1.bias": torch.zeros(d), "linear2.weight": eye, "linear2.bias": torch.zeros(d)}
+
+
+def zeroed(state, *prefixes):
+    """``state`` with the weight and bias of each named Linear set to zero."""
+    out = dict(state)
+    for prefix in prefixes:
+        for key in (f"{prefix}.weight", f"{prefix}.bias"):
+            if key in out:
+                out[key] = torch.zeros_like(out[key])
+    return out
+
+
+# -- LayerNorm ----------------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(batch=st.lists(st.integers(1, 4), max_size=3), d=st.sampled_from([1, 2, 3, 8, 17]), seed=seeds,
+       eps=st.sampled_from([1e-5, 1e-3, 0.1]), scale=st.sampled_from([0.05, 1.0, 10.0]))
+def test_layer_norm_matches_torch(subject, batch, d, seed, eps, scale):
+    """LayerNorm equals torch's layer_norm (any leading dims, small d, any eps, learned weight and bias)"""
+    x = spread_out(randn((*batch, d), seed, scale=scale, dtype=torch.float64), 0.1 * scale)
+    state = ln_state(d, seed + 1)
+    got = run_layer_norm(subject, x, state, eps=eps)
+    assert_close(got, torch_layer_norm(x, state["weight"], state["bias"], eps), what=f"LayerNorm({d}, eps={eps:g})(x)",
+                 atol=1e-5, rtol=2e-4, dtype=torch.float32, hints=layer_norm_hints(x, state, eps))
+
+
+@pytest.mark.points(2)
+@given(rows=st.integers(1, 6), d=st.integers(2, 16), seed=seeds, spread=st.sampled_from([0.0, 1e-4, 1e-3, 3e-3]))
+def test_layer_norm_near_constant_rows(subject, rows, d, seed, spread):
+    """LayerNorm equals torch on near-constant rows, where the placement of eps matters (and constant rows stay finite)"""
+    offset = randn((rows, 1), seed, scale=0.2).clamp(-0.5, 0.5)
+    x = offset + randn((rows, d), seed + 1, scale=spread)
+    state = ln_state(d, seed + 2)
+    expected = torch_layer_norm(x, state["weight"], state["bias"])
+    got = run_layer_norm(subject, x, state)
+    assert_close(got, expected, atol=1e-3, rtol=1e-2, what=f"LayerNorm({d}) of rows with spread {spread:g}",
+                 hints=layer_norm_hints(x, state, 1e-5))
+
+
+@pytest.mark.points(1)
+@given(batch=st.lists(st.integers(1, 4), min_size=1, max_size=3), d=st.integers(2, 16), seed=seeds,
+       scale=st.floats(0.5, 20.0), shift=st.floats(-3.0, 3.0))
+def test_layer_norm_default_standardizes(subject, batch, d, seed, scale, shift):
+    """with its default parameters, LayerNorm gives each position mean 0 and (biased) variance 1"""
+    x = spread_out(randn((*batch, d), seed, scale=scale, dtype=torch.float64) + shift, 0.1 * scale)
+    out = check_tensor(run_layer_norm(subject, x), shape=x.shape, dtype=torch.float32, what=f"LayerNorm({d})(x)")
+    out = out.double()
+    assert_close(out.mean(-1), torch.zeros(batch, dtype=torch.float64), atol=1e-4, what="mean of each position")
+    x64 = x.double()
+    var_x = x64.var(-1, unbiased=False)
+    expected_var = var_x / (var_x + 1e-5)  # exactly what eps leaves of 1
+    unbiased = layer_norm64(x, eps=1e-5, unbiased=True).var(-1, unbiased=False)
+    assert_close(out.var(-1, unbiased=False), expected_var, atol=1e-3, rtol=1e-3, what="variance of each position",
+                 hints=[(unbiased, "use the biased variance (divide by d, not d - 1), as nn.LayerNorm."),
+                        (torch.full(batch, 1.0 / d, dtype=torch.float64), "divide by the standard deviation, "
+                         "not the variance.")])
+
+
+@pytest.mark.points(1)
+@given(batch=st.lists(st.integers(1, 4), min_size=1, max_size=2), d=st.integers(2, 16), seed=seeds)
+def test_layer_norm_affine_invariance(subject, batch, d, seed):
+    """LayerNorm(a * x + b) equals LayerNorm(x) for every a > 0 and b (per position, tiny eps)"""
+    x = spread_out(randn((*batch, d), seed, dtype=torch.float64), 0.5)
+    gen = torch.Generator().manual_seed(seed + 1)
+    # Moderate a and b: in float32, a large shift of a narrow row loses digits in any formula.
+    a = 0.5 + 2.5 * torch.rand((*batch, 1), generator=gen)
+    b = 4.0 * torch.rand((*batch, 1), generator=gen) - 2.0
+    state = ln_state(d, seed + 2)
+    plain = run_layer_norm(subject, x, state, eps=1e-8)
+    moved = run_layer_norm(subject, a * x + b, state, eps=1e-8)
+    check_tensor(plain, shape=x.shape, what="LayerNorm(x)")
+    assert_close(moved, plain, atol=1e-4, rtol=1e-3, what="LayerNorm(a * x + b) compared with LayerNorm(x)")
+
+
+@pytest.mark.points(2)
+@given(B=st.integers(1, 3), L=st.integers(2, 5), d=st.integers(2, 12), seed=seeds, data=st.data())
+def test_layer_norm_positions_are_independent(subject, B, L, d, seed, data):
+    """LayerNorm normalizes the last dim only: each position is normalized on its own"""
+    x = spread_out(randn((B, L, d), seed, scale=2.0, dtype=torch.float64), 0.2)
+    state = ln_state(d, seed + 1)
+    b, i = data.draw(st.integers(0, B - 1), label="b"), data.draw(st.integers(0, L - 1), label="i")
+    whole = run_layer_norm(subject, x, state)
+    alone = run_layer_norm(subject, x[b:b + 1, i:i + 1], state)
+    check_tensor(alone, shape=(1, 1, d), what="LayerNorm of a single position")
+    hints = [(layer_norm64(x, state["weight"], state["bias"], dims=dims)[b:b + 1, i:i + 1], text) for dims, text in [
+        ((-2,), "normalize over the last dim (the features), not over the positions."),
+        ((-2, -1), "normalize over the last dim only, not over positions and features together."),
+    ]]
+    check_tensor(whole, shape=x.shape, what="LayerNorm(x)")
+    assert_close(whole[b:b + 1, i:i + 1], alone, what=f"position ({b}, {i}) normalized within x vs on its own",
+                 hints=hints)
+    changed = x.clone()
+    changed[b, i] = randn((d,), seed + 2, scale=5.0)
+    others = torch.ones(B, L, dtype=torch.bool)
+    others[b, i] = False
+    after = run_layer_norm(subject, changed, state)
+    assert_close(after[others], whole[others], what=f"other positions after changing position ({b}, {i})")
+
+
+@pytest.mark.points(1)
+@given(batch=st.lists(st.integers(1, 4), min_size=1, max_size=2), d=st.integers(1, 12), seed=seeds)
+def test_layer_norm_without_affine(subject, batch, d, seed):
+    """LayerNorm(elementwise_affine=False) has no parameters and only normalizes"""
+    x = randn((*batch, d), seed)
+    recipe = layer_norm_recipe(d, elementwise_affine=False)
+    result = subject.run(Call(UNIT, recipe, (x,), grad_outputs=randn((*batch, d), seed + 1)))
+    assert_close(result.output, torch_layer_norm(x), what=f"LayerNorm({d}, elementwise_affine=False)(x)")
+    if result.param_grads:
+        raise AssertionError(f"with elementwise_affine=False there must be no parameters (as nn.LayerNorm), "
+                             f"found {sorted(result.param_grads)}")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(batch=st.lists(st.integers(1, 3), min_size=1, max_size=2), d=st.integers(2, 6), seed=seeds)
+def test_layer_norm_gradients(subject, batch, d, seed):
+    """LayerNorm's gradients are right: float64 gradcheck for the input, and weight/bias gradients equal torch's"""
+    x = randn((*batch, d), seed, dtype=torch.float64)
+    state = ln_state(d, seed + 1)
+
+    def build(tensors, grad_outputs):
+        return Call(UNIT, layer_norm_recipe(d, state), tuple(tensors), dtype=torch.float64, grad_outputs=grad_outputs)
+
+    check_gradients(subject.run, build, [x], seed=seed)
+    upstream = randn(x.shape, seed + 2, dtype=torch.float64)
+    result = subject.run(build([x], upstream))
+    w = state["weight"].double().requires_grad_()
+    b = state["bias"].double().requires_grad_()
+    gw, gb = torch.autograd.grad(F.layer_norm(x, (d,), w, b), [w, b], upstream)
+    for name, expected in (("weight", gw), ("bias", gb)):
+        if name not in result.param_grads:
+            raise AssertionError(f"LayerNorm has no parameter named {name!r}")
+        assert_close(result.param_grads[name], expected, atol=1e-9, rtol=1e-7, what=f"gradient of LayerNorm.{name}")
+
+
+# -- FeedForward --------------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(B=st.integers(1, 3), L=st.integers(1, 6), d=st.integers(1, 8), d_ff=st.integers(1, 24), seed=seeds)
+def test_feed_forward_uses_exact_gelu(subject, B, L, d, d_ff, seed):
+    """FeedForward is linear2(gelu(linear1(x))) with the exact (erf) GELU: the tanh approximation and ReLU fail"""
+    # Identity layers make the output the activation itself, on a grid where the approximations differ.
+    grid = torch.linspace(-6.0, 6.0, 64 * d).reshape(1, 64, d)
+    got = subject.run(Call(UNIT, New("FeedForward", (d, d), state=identity_ffn_state(d)), (grid,))).output
+    act_hints = [(ffn64(grid, identity_ffn_state(d), act=act), text) for act, text in [
+        ("tanh", "use the exact GELU x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), not the tanh approximation."),
+        ("relu", "the activation is GELU, not ReLU."),
+        ("sigmoid", "use the exact GELU (with erf), not x * sigmoid(1.702 x)."),
+    ]]
+    assert_close(got, F.gelu(grid.double()), atol=1e-5, rtol=1e-5, what="FeedForward with identity linear layers",
+                 dtype=torch.float32, hints=act_hints)
+    x = randn((B, L, d), seed)
+    state = ffn_state(d, d_ff, seed + 1)
+    got = subject.run(Call(UNIT, New("FeedForward", (d, d_ff), state=state), (x,))).output
+    assert_close(got, ffn64(x, state), what=f"FeedForward({d}, {d_ff})(x)", dtype=torch.float32,
+                 hints=[(ffn64(x, state, act="relu"), "the activation is GELU, not ReLU.")])
+
+
+@pytest.mark.points(1)
+@settings(max_examples=5)
+@given(p=st.sampled_from([0.25, 0.5]), seed=seeds)
+def test_feed_forward_dropout(subject, p, seed):
+    """FeedForward's dropout zeroes hidden units with probability p in training mode (seeded), and nothing in eval mode"""
+    d = 32
+    x = 0.5 + torch.rand((2, 16, d), generator=torch.Generator().manual_seed(seed))  # every GELU is > 0
+    recipe = New("FeedForward", (d, d), {"dropout": p}, state=identity_ffn_state(d))
+    clean = F.gelu(x.double())
+    call = Call(UNIT, recipe, (x,), train=True, seed=seed)
+    dropped = check_tensor(subject.run(call).output, shape=x.shape, what="FeedForward output in training mode")
+    again = subject.run(call).output
+    assert torch.equal(dropped, again), "two training-mode runs with the same torch seed differ: use nn.Dropout / torch's RNG"
+    zero_rate = float((dropped == 0).double().mean())
+    assert abs(zero_rate - p) < 0.08, (
+        f"with dropout={p} in training mode, {zero_rate:.1%} of the hidden units were zeroed; expected about {p:.0%} "
+        "(dropout sits between the GELU and linear2)")
+    kept = dropped != 0
+    assert_close(dropped[kept], clean[kept] / (1 - p), what=f"surviving hidden units with dropout={p}")
+    evaluated = subject.run(Call(UNIT, recipe, (x,), train=False, seed=seed)).output
+    assert_close(evaluated, clean, what="FeedForward output in eval mode (dropout must be off)")
+
+
+# -- TransformerBlock against torch ------------------------------------------------
+
+@pytest.mark.points(3)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), explicit=st.booleans())
+def test_block_matches_torch(subject, shapes, seed, norm_first, explicit):
+    """with dropout 0, TransformerBlock equals nn.TransformerEncoderLayer (gelu, batch_first) in both norm modes"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    init = {"norm_first": norm_first} if norm_first or explicit else {}  # norm_first defaults to False
+    got = subject.run(Call(UNIT, block_recipe(shapes, state, **init), (x,))).output
+    expected = torch_block(x, state, heads, norm_first=norm_first)
+    assert_close_lazy(got, expected, lambda: block_hints(x, state, heads, norm_first=norm_first),
+                      what=f"TransformerBlock(norm_first={norm_first})(x)", dtype=torch.float32, **BLOCK_TOL)
+
+
+@st.composite
+def block_masks(draw, B, L, heads, seed):
+    """attn_mask / key_padding_mask / is_causal, every query keeping key 0 (torch gives NaN on empty rows)."""
+    masks = {}
+    kind = draw(st.sampled_from(["none", "bool", "bool4d", "float"]), label="attn_mask kind")
+    if kind == "bool":
+        masks["attn_mask"] = rand_bool((L, L), seed, p_true=0.6)
+    elif kind == "bool4d":
+        masks["attn_mask"] = rand_bool((B, heads, L, L), seed, p_true=0.6)
+    elif kind == "float":
+        mask = randn((L, L), seed, scale=2.0)
+        masks["attn_mask"] = mask.masked_fill(~rand_bool((L, L), seed + 1, p_true=0.6), float("-inf"))
+    if "attn_mask" in masks:
+        mask = masks["attn_mask"]
+        mask[..., 0] = True if mask.dtype == torch.bool else 0.0
+    if draw(st.booleans(), label="key_padding_mask"):
+        padding = ~rand_bool((B, L), seed + 2, p_true=0.6)
+        padding[:, 0] = False
+        masks["key_padding_mask"] = padding
+    if draw(st.booleans(), label="is_causal"):
+        masks["is_causal"] = True
+    return masks
+
+
+@pytest.mark.points(3)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), data=st.data())
+def test_block_masks_match_torch(subject, shapes, seed, norm_first, data):
+    """with attn_mask (bool or float, (L, L) or (B, H, L, L)), key_padding_mask and is_causal, the block equals torch's layer"""
+    B, L, d, heads, d_ff = shapes
+    masks = data.draw(block_masks(B, L, heads, seed + 5), label="masks")
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    got = run_block(subject, shapes, state, x, norm_first=norm_first, **masks)
+    expected = torch_block(x, state, heads, norm_first=norm_first, **masks)
+
+    def hints():
+        known = block_hints(x, state, heads, norm_first=norm_first, **masks)
+        if masks.get("attn_mask") is not None and masks["attn_mask"].dtype == torch.bool:
+            flipped = {**masks, "attn_mask": ~masks["attn_mask"] | (torch.arange(L) == 0)}
+            known.append((torch_block(x, state, heads, norm_first=norm_first, **flipped),
+                          "a bool attn_mask means True = may attend (the course convention); do not invert it."))
+        return known
+
+    assert_close_lazy(got, expected, hints, what=f"TransformerBlock(norm_first={norm_first}) with "
+                      f"{sorted(masks) or 'no masks'}", dtype=torch.float32, **BLOCK_TOL)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(shapes=block_shapes(max_len=5), seed=seeds, norm_first=st.booleans(), is_causal=st.booleans())
+def test_block_gradients_match_torch(subject, shapes, seed, norm_first, is_causal):
+    """the gradients of the input and of every parameter equal those of torch's layer"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    upstream = randn((B, L, d), seed + 2)
+    result = subject.run(Call(UNIT, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": is_causal},
+                              grad_outputs=upstream))
+    _, grad_x, grads = torch_block(x, state, heads, norm_first=norm_first, is_causal=is_causal, grad_output=upstream)
+    assert_close(result.arg_grads[0], grad_x, atol=1e-4, rtol=1e-3, what="gradient of x")
+    for name, expected in grads.items():
+        if name not in result.param_grads:
+            raise AssertionError(f"TransformerBlock has no parameter named {name!r}")
+        assert_close(result.param_grads[name], expected, atol=1e-4, rtol=1e-3, what=f"gradient of {name}")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=6)
+@given(shapes=block_shapes(max_len=4, max_batch=2), seed=seeds, norm_first=st.booleans(), is_causal=st.booleans())
+def test_block_gradcheck(subject, shapes, seed, norm_first, is_causal):
+    """a small block's input gradient is right (float64 gradcheck), in both norm modes"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1, dtype=torch.float64)
+    padding = torch.zeros(B, L, dtype=torch.bool)
+    padding[:, 1:] = rand_bool((B, L - 1), seed + 2, p_true=0.3)
+
+    def build(tensors, grad_outputs):
+        return Call(UNIT, block_recipe(shapes, state, norm_first=norm_first), tuple(tensors),
+                    {"is_causal": is_causal, "key_padding_mask": padding}, dtype=torch.float64, grad_outputs=grad_outputs)
+
+    check_gradients(subject.run, build, [x], seed=seed)
+
+
+# -- structure ------------------------------------------------------------------------
+
+@pytest.mark.points(2)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans())
+def test_zeroed_sublayers_pin_the_residuals(subject, shapes, seed, norm_first):
+    """with out_proj and linear2 zeroed, a pre-norm block is the identity and a post-norm block is norm2(norm1(x))"""
+    B, L, d, heads, d_ff = shapes
+    state = zeroed(block_state(d, d_ff, seed), "self_attn.out_proj", "ffn.linear2")
+    x = randn((B, L, d), seed + 1)
+    got = run_block(subject, shapes, state, x, norm_first=norm_first)
+    if norm_first:
+        expected, what = x.double(), "a pre-norm block whose sublayers output 0 (must be the identity)"
+    else:
+        once = torch_layer_norm(x, state["norm1.weight"], state["norm1.bias"])
+        expected = torch_layer_norm(once, state["norm2.weight"], state["norm2.bias"])
+        what = "a post-norm block whose sublayers output 0 (must be norm2(norm1(x)))"
+    assert_close_lazy(got, expected, lambda: block_hints(x, state, heads, norm_first=norm_first),
+                      what=what, dtype=torch.float32, **BLOCK_TOL)
+
+
+@pytest.mark.points(2)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), data=st.data())
+def test_block_is_causal(subject, shapes, seed, norm_first, data):
+    """with is_causal, changing later positions leaves the block's earlier outputs unchanged"""
+    B, L, d, heads, d_ff = shapes
+    t = data.draw(st.integers(0, L - 1), label="t")
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    later = x.clone()
+    later[:, t + 1:] += randn(later[:, t + 1:].shape, seed + 2, scale=3.0)
+    a = run_block(subject, shapes, state, x, norm_first=norm_first, is_causal=True)
+    b = run_block(subject, shapes, state, later, norm_first=norm_first, is_causal=True)
+    check_tensor(b, shape=(B, L, d), what="TransformerBlock output")
+    assert_close(b[:, : t + 1], a[:, : t + 1], atol=1e-5,
+                 what=f"outputs at positions <= {t} after changing later positions (is_causal=True)")
+
+
+@pytest.mark.points(2)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans())
+def test_block_is_position_wise_outside_attention(subject, shapes, seed, norm_first):
+    """apart from attention, the block works position by position: with out_proj's weight zeroed, each output depends only on its own position"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    state["self_attn.out_proj.weight"] = torch.zeros(d, d)  # attention now adds only out_proj.bias
+    x = randn((B, L, d), seed + 1)
+    whole = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first), shape=(B, L, d),
+                         what="TransformerBlock output")
+    for i in range(L):
+        alone = run_block(subject, (B, 1, d, heads, d_ff), state, x[:, i:i + 1], norm_first=norm_first)
+        assert_close(whole[:, i:i + 1], alone, what=f"position {i} computed within the sequence vs on its own")
+
+
+@pytest.mark.points(1)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans())
+def test_block_permutation_equivariant(subject, shapes, seed, norm_first):
+    """without masks, permuting the positions permutes the block's outputs the same way"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    perm = permutation(L, seed)
+    a = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first), shape=(B, L, d), what="output")
+    b = run_block(subject, shapes, state, x[:, perm], norm_first=norm_first)
+    assert_close_lazy(b, a[:, perm], lambda: [(
+        torch_block(x[:, perm], state, heads, norm_first=norm_first, is_causal=True),
+        "without is_causal or a mask every position may attend to every other: is a causal mask always applied?")],
+        what="output after permuting the positions")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), p=st.sampled_from([0.1, 0.5]))
+def test_eval_mode_is_deterministic(subject, shapes, seed, norm_first, p):
+    """in eval mode a block built with dropout > 0 is deterministic and equals torch's layer without dropout"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    recipe = block_recipe(shapes, state, norm_first=norm_first, dropout=p)
+    a = subject.run(Call(UNIT, recipe, (x,), {"is_causal": True}, seed=1)).output
+    b = subject.run(Call(UNIT, recipe, (x,), {"is_causal": True}, seed=2)).output
+    check_tensor(a, shape=(B, L, d), what="output in eval mode")
+    assert torch.equal(a, b), "in eval mode two runs with different torch seeds differ: dropout must be off outside training"
+    assert_close(a, torch_block(x, state, heads, norm_first=norm_first, is_causal=True),
+                 what=f"eval-mode output of a block with dropout={p}", **BLOCK_TOL)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=6)
+@given(p=st.sampled_from([0.25, 0.5]), seed=seeds, sublayer=st.sampled_from(["attention", "feed-forward"]))
+def test_train_dropout_is_placed_and_seeded(subject, p, seed, sublayer):
+    """in training mode dropout1 and dropout2 drop each sublayer's output with probability p, reproducibly for a torch seed"""
+    shapes = (4, 16, 16, 2, 8)
+    B, L, d, heads, d_ff = shapes
+    c = 1.0 + torch.rand(d, generator=torch.Generator().manual_seed(seed))
+    state = zeroed(block_state(d, d_ff, seed), "self_attn.v_proj", "self_attn.out_proj", "ffn.linear2")
+    # The chosen sublayer outputs the constant c at every position, the other one 0 (pre-norm).
+    state["self_attn.out_proj.bias" if sublayer == "attention" else "ffn.linear2.bias"] = c
+    x = randn((B, L, d), seed + 1)
+    call = Call(UNIT, block_recipe(shapes, state, norm_first=True, dropout=p), (x,), train=True, seed=seed)
+    out = check_tensor(subject.run(call).output, shape=(B, L, d), what="output in training mode")
+    added = out.double() - x.double()  # what the residual connection added: dropout(c)
+    scaled = c.double().expand(B, L, d) / (1 - p)
+    is_zero = added.abs() <= 1e-5
+    is_scaled = (added - scaled).abs() <= 1e-4 * scaled.abs() + 1e-5
+    name = "dropout1" if sublayer == "attention" else "dropout2"
+    if not bool((is_zero | is_scaled).all()):
+        raise AssertionError(
+            f"when only the {sublayer} sublayer outputs a constant c, a pre-norm block in training mode must add "
+            f"{name}(c), each entry 0 or c / (1 - p); it added other values. Apply {name} to the sublayer's "
+            "output, before the residual addition.")
+    zero_rate = float(is_zero.double().mean())
+    assert abs(zero_rate - p) < 0.08, (
+        f"with dropout={p}, {name} zeroed {zero_rate:.1%} of the {sublayer} sublayer's output; expected about {p:.0%}")
+    assert torch.equal(out, subject.run(call).output), (
+        "two training-mode runs with the same torch seed differ: use nn.Dropout (torch's RNG)")
+    other = subject.run(Call(UNIT, call.target, (x,), train=True, seed=seed + 1)).output
+    assert not torch.equal(out, other), "training-mode runs with different torch seeds give the same output"
+
+
+# -- dtypes, devices, contract ------------------------------------------------------
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), dtype=st.sampled_from([torch.float64, torch.bfloat16]))
+def test_dtype_is_preserved(subject, shapes, seed, norm_first, dtype):
+    """a block moved to float64 or bfloat16 returns that dtype, with the right values"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    rounded = {k: v.to(dtype).float() for k, v in state.items()}  # the weights the moved block holds
+    x = randn((B, L, d), seed + 1, dtype=dtype)
+    tol = dict(atol=1e-10, rtol=1e-9) if dtype == torch.float64 else dict(atol=1e-1, rtol=5e-2)
+    got = subject.run(Call(UNIT, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": True},
+                           dtype=dtype)).output
+    assert_close(got, torch_block(x, rounded, heads, norm_first=norm_first, is_causal=True), dtype=dtype,
+                 what=f"output of a {dtype} block", **tol)
+    ln = subject.run(Call(UNIT, layer_norm_recipe(d), (x,), dtype=dtype)).output
+    assert_close(ln, torch_layer_norm(x), dtype=dtype, what=f"LayerNorm of a {dtype} tensor", **tol)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=3)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), data=st.data())
+def test_runs_on_meta_device(subject, shapes, seed, norm_first, data):
+    """the unit runs on the meta device (every tensor is created on the input's device)"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    masks = {**data.draw(block_masks(B, L, heads, seed + 5), label="masks"), "is_causal": True}
+    out = subject.run(Call(UNIT, block_recipe(shapes, state, norm_first=norm_first), (x,), masks, device="meta")).output
+    check_tensor(out, shape=(B, L, d), device_type="meta", what=f"block output on meta with {sorted(masks)}")
+    out = subject.run(Call(UNIT, New("FeedForward", (d, d_ff)), (x,), device="meta")).output
+    check_tensor(out, shape=(B, L, d), device_type="meta", what="FeedForward output on meta")
+
+
+@pytest.mark.points(0)
+@settings(max_examples=5)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans())
+def test_cpu_and_cuda_agree(subject, shapes, seed, norm_first):
+    """CPU and CUDA give the same result (TF32 off); informational, worth no points"""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    padding = torch.zeros(B, L, dtype=torch.bool)
+    padding[:, 1:] = rand_bool((B, L - 1), seed + 2, p_true=0.3)
+    call = dict(target=block_recipe(shapes, state, norm_first=norm_first), args=(x,),
+                kwargs={"is_causal": True, "key_padding_mask": padding})
+    cpu = subject.run(Call(UNIT, **call)).output
+    cuda = subject.run(Call(UNIT, **call, device="cuda")).output
+    check_tensor(cuda, device_type="cuda", what="output of a CUDA call")
+    assert_close(cuda.cpu(), cpu, what="CUDA output compared with CPU output", **BLOCK_TOL)
+
+
+@pytest.mark.points(1)
+@settings(max_examples=4)
+@given(shapes=block_shapes(), seed=seeds, extra=st.integers(1, 3), norm_first=st.booleans())
+def test_bad_sizes_raise_value_error(subject, shapes, seed, extra, norm_first):
+    """a wrong feature size raises ValueError naming the sizes (LayerNorm, TransformerBlock)"""
+    B, L, d, heads, d_ff = shapes
+    wide = randn((B, L, d + extra), seed)
+    assert_raises(subject.run, Call(UNIT, layer_norm_recipe(d), (wide,)), "ValueError", mentions=(d, d + extra))
+    assert_raises(subject.run, Call(UNIT, block_recipe(shapes, None, norm_first=norm_first), (wide,)), "ValueError",
+                  mentions=(d, d + extra))
+    if heads > 1:
+        odd = heads * 2 + 1
+        assert_raises(subject.run, Call(UNIT, New("TransformerBlock", (odd, heads, d_ff)), (randn((B, L, odd), seed),)),
+                      "ValueError", mentions=(odd, heads))
+
+
+@pytest.mark.points(1)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), is_causal=st.booleans())
+def test_noncontiguous_inputs_left_unmodified(subject, shapes, seed, norm_first, is_causal):
+    """non-contiguous inputs work, and the input is not modified in place"""
+    B, L, d, heads, d_ff = shapes
+    state = block_state(d, d_ff, seed)
+    x = randn((B, L, d), seed + 1)
+    result = subject.run(Call(UNIT, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": is_causal},
+                              noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output, torch_block(x, state, heads, norm_first=norm_first, is_causal=is_causal),
+                 what="output for a non-contiguous x", **BLOCK_TOL)
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans())
+def test_bias_false_matches_torch(subject, shapes, seed, norm_first):
+    """bias=False removes the biases of the Linear layers, and the block then equals torch's layer with bias=False"""
+    B, L, d, heads, d_ff = shapes
+    x = randn((B, L, d), seed + 1)
+    probe = subject.run(Call(UNIT, block_recipe(shapes, None, norm_first=norm_first, bias=False), (x,), return_state=True))
+    keys = set(probe.state or {})
+    kept = sorted(keys & set(LINEAR_BIASES))
+    if kept:
+        raise AssertionError(f"with bias=False the block still has {kept} (pass bias=False on to self_attn and "
+                             "drop the feed-forward biases, as nn.TransformerEncoderLayer does)")
+    theirs = block_state(d, d_ff, seed, bias=False)
+    ours = dict(theirs)
+    for key in NORM_BIASES:  # a LayerNorm may keep its bias: at zero it changes nothing
+        if key in keys:
+            ours[key] = torch.zeros(d)
+    unexpected = sorted(keys - set(ours))
+    if unexpected:
+        raise AssertionError(f"with bias=False the block has unexpected parameters or buffers {unexpected}")
+    got = run_block(subject, shapes, ours, x, norm_first=norm_first, init={"bias": False})
+    assert_close(got, torch_block(x, theirs, heads, norm_first=norm_first, bias=False),
+                 what="output of a block with bias=False", dtype=torch.float32, **BLOCK_TOL)

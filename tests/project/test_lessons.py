@@ -1,0 +1,231 @@
+"""The lessons and their demos: every claim of the course, run small, checked by its numbers.
+
+Each demo runs at ``size="small"`` against the reference solutions, saves its
+PNG into a temporary folder and returns the numbers it plotted; the tests
+assert the qualitative claim the lesson makes about them. Seeds are fixed and
+the demos run on one torch thread.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from course import lessons  # noqa: E402
+from course.demos import DEMOS, load_units, run_demo  # noqa: E402
+
+PNG_LIMIT = 200_000  # bytes: small enough to commit (the README shows two of them)
+
+
+def run_small(name: str, tmp_path: Path, units=None) -> dict:
+    result = run_demo(name, tmp_path, size="small", units=units)
+    png = Path(result["png"])
+    assert png == tmp_path / f"{name}.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size < PNG_LIMIT, f"{png.name} is {png.stat().st_size} bytes"
+    return result
+
+
+def geometric_mean(values) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# ------------------------------------------------------------------ the nine claims
+
+def test_1_rnn_signal_decays_with_distance(tmp_path):
+    r = run_small("rnn_decay", tmp_path)
+    rnn, lstm, open_lstm = (r["norms"][k] for k in ("tanh RNN", "LSTM (forget bias 0)", "LSTM (forget bias 3)"))
+    for values in (rnn, lstm, open_lstm):
+        assert values[0] == pytest.approx(math.sqrt(r["hidden"]), rel=1e-6), "distance 0 is the identity"
+    assert rnn[50] < 1e-6 * rnn[1] and rnn[50] < rnn[25] < rnn[5], f"tanh RNN should fade: {rnn[1]}, {rnn[25]}, {rnn[50]}"
+    assert lstm[50] > rnn[50], "the LSTM's gates should slow the fade"
+    assert open_lstm[50] > 1e-2 and open_lstm[50] > 1e4 * rnn[50], "open forget gates carry the signal far"
+
+
+def test_2_recurrence_is_serial(tmp_path):
+    r = run_small("serial_time", tmp_path)
+    assert r["rnn_seconds"][-1] > 2 * r["attention_seconds"][-1], (
+        f"at L={r['lengths'][-1]} unroll took {r['rnn_seconds'][-1]:.4f}s, attention {r['attention_seconds'][-1]:.4f}s")
+    assert r["rnn_slope"] > 0.6, f"the RNN's time should grow linearly with L (log-log slope {r['rnn_slope']:.2f})"
+
+
+def test_3_attention_path_is_length_one(tmp_path):
+    r = run_small("path_length", tmp_path)
+    rnn, att = r["rnn"], r["attention"]
+    quarter = len(att) // 4
+    near, far = geometric_mean(att[1 : 1 + quarter]), geometric_mean(att[-quarter:])
+    assert 0.1 < far / near < 10, f"attention's dependence should not depend on distance: near {near:.3g}, far {far:.3g}"
+    assert rnn[-1] < 1e-6 * rnn[1], f"the RNN's dependence should fade: {rnn[1]:.3g} -> {rnn[-1]:.3g}"
+    assert att[-1] > 1e3 * rnn[-1]
+
+
+def test_4_scaling_by_sqrt_dk(tmp_path):
+    r = run_small("scaling", tmp_path)
+    for d, var, scaled in zip(r["dims"], r["variance"], r["scaled_variance"]):
+        assert 0.7 < var / d < 1.4, f"var(q.k) should be about d_k={d}, got {var:.1f}"
+        assert 0.7 < scaled < 1.4, f"var(q.k / sqrt(d_k)) should be about 1, got {scaled:.2f}"
+    assert r["max_weight"][-1] > 0.9, "unscaled, softmax should saturate at large d_k"
+    assert max(r["scaled_max_weight"]) < 0.5, "scaled, the largest weight should stay moderate"
+    assert r["max_weight"][0] < r["max_weight"][-1]
+    assert r["gradient"][-1] < 0.5 * r["scaled_gradient"][-1], "unscaled, the softmax gradient should shrink"
+
+
+def test_5_heads_look_at_different_things(tmp_path):
+    r = run_small("heads", tmp_path)
+    assert r["accuracy"] > 0.9, f"the tiny model should learn its task, accuracy {r['accuracy']:.2f}"
+    back, forward = r["back"], r["forward"]
+    looks_back = [h for h, w in enumerate(back) if w > 0.6]
+    looks_forward = [h for h, w in enumerate(forward) if w > 0.6]
+    assert looks_back and looks_forward and set(looks_back).isdisjoint(looks_forward), (
+        f"one head should look back, another forward: back {back}, forward {forward}")
+
+
+def test_6_no_order_without_positions(tmp_path):
+    r = run_small("order", tmp_path)
+    none, sin, rope = (r["difference"][k] for k in ("no positions", "sinusoidal", "RoPE"))
+    assert max(none) < 1e-5 and r["sentence_difference"]["no positions"] < 1e-5, (
+        f"without positions 狗咬人 and 人咬狗 should give the same (permuted) vectors: {none}")
+    assert min(sin) > 1e-3 and r["sentence_difference"]["sinusoidal"] > 1e-3, f"sinusoidal: {sin}"
+    assert min(rope) > 1e-3 and r["sentence_difference"]["RoPE"] > 1e-3, f"RoPE: {rope}"
+
+
+def test_7_residuals_let_depth_train(tmp_path):
+    r = run_small("residual_depth", tmp_path)
+    plain = r["no_residual"]
+    assert plain[-1] < 1e-6 * plain[0], f"without residuals the gradient should vanish with depth: {plain}"
+    for name in ("pre_norm", "post_norm", "residual_only"):
+        values = r[name]
+        assert 0.1 < values[-1] / values[0] < 20, f"{name}: with residuals it should keep its size: {values}"
+        assert values[-1] > 1e3 * plain[-1]
+
+
+def test_8_capstone_transformer_recalls_where_lstm_falls(tmp_path):
+    r = run_small("capstone", tmp_path)
+    ks, lstm, transformer = r["distances"], r["lstm"], r["transformer"]
+    assert min(transformer) > 0.8, f"the Transformer should stay accurate at every k {ks}: {transformer}"
+    assert lstm[0] > 0.9, f"the LSTM should solve short distances (k={ks[0]}): {lstm}"
+    assert lstm[-1] < 0.4, f"the LSTM should fall towards chance ({r['chance']:.3f}) at k={ks[-1]}: {lstm}"
+    assert transformer[-1] - lstm[-1] > 0.4
+
+
+def test_9_the_price_is_quadratic(tmp_path):
+    r = run_small("price", tmp_path)
+    assert 1.8 < r["attention_memory_slope"] < 2.1, f"attention memory ~ L^{r['attention_memory_slope']:.2f}"
+    assert 0.9 < r["rnn_memory_slope"] < 1.1, f"RNN memory ~ L^{r['rnn_memory_slope']:.2f}"
+    att, rnn = r["attention_seconds"], r["rnn_seconds"]
+    assert att[-1] / att[0] > rnn[-1] / rnn[0], f"attention's time should grow faster: {att} vs {rnn}"
+
+
+def test_demos_run_on_a_students_folder(tmp_path):
+    """load_units takes a folder of unit files that import their siblings relatively."""
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    for name in ("attention", "multi_head", "positional_encoding"):
+        shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
+    units = load_units(folder)
+    assert units.recurrent_cells is None and units.source == str(folder)
+    assert units.multi_head.__name__.endswith(".multi_head")
+    r = run_small("order", tmp_path / "plots", units=units)
+    assert max(r["difference"]["no positions"]) < 1e-5
+    with pytest.raises(ValueError, match="recurrent_cells"):
+        run_demo("rnn_decay", tmp_path, size="small", units=units)
+
+
+def test_without_solutions_the_demos_use_stand_ins_and_assignments():
+    """A student's release has no solutions/: the other units come from the stand-ins and assignments/."""
+    code = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'solutions':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from course.demos import load_units\n"
+        "u = load_units()\n"
+        "print(u.attention.__file__, u.recurrent_cells.__file__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    attention, recurrent = proc.stdout.split()
+    assert Path(attention) == ROOT / "course" / "stand_ins" / "attention.py"
+    assert Path(recurrent) == ROOT / "assignments" / "recurrent_cells.py"
+
+
+# ------------------------------------------------------------------ the lesson sources
+
+def test_every_unit_has_an_english_lesson_with_each_demo_once():
+    seen = []
+    for unit in lessons.UNITS:
+        parts = lessons.parse(lessons.lesson_path(unit).read_text(encoding="utf-8"))
+        kinds = [kind for kind, _ in parts]
+        assert kinds.count("setup") == 1 and kinds.count("exercise") == 1, unit
+        assert kinds.index("setup") < kinds.index("exercise")
+        for kind, arg in parts:
+            assert kind in ("markdown", "setup", "exercise", "demo"), f"{unit}: unknown placeholder {kind}"
+            if kind == "demo":
+                assert DEMOS[arg].UNIT == unit, f"demo {arg} belongs to {DEMOS[arg].UNIT}, not {unit}"
+                seen.append(arg)
+    assert sorted(seen) == sorted(DEMOS), "each demo appears in exactly one lesson"
+
+
+def test_a_translation_keeps_the_same_cells():
+    """A translated lesson (prose replaced, placeholder lines kept) renders the same code cells."""
+    english = lessons.lesson_path("positional_encoding").read_text(encoding="utf-8")
+    translated = "\n".join(line if lessons.PLACEHOLDER.match(line.strip()) else ("译文 " + line if line else "")
+                           for line in english.splitlines())
+    cells = [part for part in lessons.parse(translated) if part[0] != "markdown"]
+    assert cells == [part for part in lessons.parse(english) if part[0] != "markdown"]
+    assert all("译文" in text for kind, text in lessons.parse(translated) if kind == "markdown")
+
+
+def test_prose_holds_no_code_cells():
+    """Code lives in course/demos and solutions/, so a translation copies no code."""
+    for path in (lessons.HERE / "en").glob("*.md"):
+        assert "```" not in path.read_text(encoding="utf-8"), f"{path.name}: move code into a placeholder"
+
+
+@pytest.mark.parametrize("unit", lessons.UNITS)
+def test_lesson_renders_as_a_jupytext_notebook(unit):
+    jupytext = pytest.importorskip("jupytext")
+    script = lessons.render(unit)
+    notebook = jupytext.reads(script, fmt="py:percent")
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code and any(c.cell_type == "markdown" for c in notebook.cells)
+    for cell in code:
+        compile(cell.source, f"<{unit} cell>", "exec")
+    graded = [c for c in code if c.metadata.get("nbgrader", {}).get("solution")]
+    assert len(graded) == 1 and "### BEGIN SOLUTION" in graded[0].source
+    assert not re.search(r"^from \.", graded[0].source, re.M), "relative imports cannot run in a notebook"
+
+
+def test_rendered_lesson_runs_as_a_script(tmp_path):
+    """The positional-encoding lesson, rendered and run top to bottom at the small size."""
+    script = lessons.render("positional_encoding")
+    script = script.replace('SIZE = "full"', 'SIZE = "small"').replace('PLOTS = "plots"', f'PLOTS = {str(tmp_path)!r}')
+    path = tmp_path / "lesson.py"
+    path.write_text(script, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "order.png").is_file()
+
+
+def test_make_plots_writes_one_folder(tmp_path):
+    out, readme = tmp_path / "plots", tmp_path / "img"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "course" / "make_plots.py"), str(out), "--size", "small",
+         "--only", "order", "path_length", "--readme", str(readme)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["order.png", "path_length.png", "results.json"]
+    assert (readme / "path_length.png").stat().st_size < PNG_LIMIT

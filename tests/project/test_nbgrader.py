@@ -1,0 +1,287 @@
+"""nbgrader end to end: the real nbgrader 0.9, headless, scored as the CLI scores.
+
+A temporary copy of course/ runs generate_assignment; four fake students hand
+in notebooks built from the release (one with the solutions, one with the
+untouched stubs, one with a realistic bug in attention, one who patches
+``torch.allclose`` and tampers with locked test cells); then
+``attn-course nbgrader`` collects, autogrades (re-scoring out of the kernel),
+generates feedback and exports the CSV.
+
+ATTN_NBGRADER_UNITS (comma-separated) limits the units; by default every unit
+whose solution exists (at least attention) is graded.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import mutants
+from conftest import ROOT
+from autograder import notebooks, stubgen
+from autograder.manifest import load_course
+
+COURSE = load_course(ROOT)
+BUILT = [u for u, spec in COURSE.units.items() if (COURSE.solutions / spec.file).is_file()]
+UNITS = [u for u in (os.environ.get("ATTN_NBGRADER_UNITS") or ",".join(BUILT)).split(",") if u]
+BUG = next(m for m in mutants.load("attention") if m["name"] == "no_scale")
+CHEAT = "torch.allclose = lambda *a, **k: True  # the cheat: every comparison in this kernel passes\n"
+KILLER_UNIT = next((u for u in UNITS if u != "attention"), None)  # where the cheat kills the kernel
+CELL_TIMEOUT = 20  # seconds, for this test's run (the course default is in course/nbgrader_config.py)
+
+pytestmark = pytest.mark.xdist_group("nbgrader")
+
+
+def _nb(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _src(cell: dict) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def _gid(cell: dict) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def fill(release: dict, source: dict, unit: str, *, bug: bool = False) -> dict:
+    """The release notebook with every answer cell holding the solution's code."""
+    nb = copy.deepcopy(release)
+    solutions = {_gid(c): _src(c) for c in source["cells"] if _gid(c)}
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell["source"] = solutions[_gid(cell)]
+            if bug and unit == "attention":
+                cell["source"] = mutants.mutated_source(cell["source"], BUG) if BUG["replace"][0][0] in cell["source"] else cell["source"]
+    return nb
+
+
+def answer_cell(nb: dict, gid: str) -> dict:
+    return next(c for c in nb["cells"] if _gid(c) == gid)
+
+
+def make_students(course_dir: Path, inbox: Path) -> None:
+    for unit in UNITS:
+        release = _nb(course_dir / "release" / unit / f"{unit}.ipynb")
+        source = _nb(course_dir / "source" / unit / f"{unit}.ipynb")
+        good = fill(release, source, unit)
+        if unit == "attention":
+            # Honest work that writes to stderr (a UserWarning) and a scratch cell that never ends.
+            softmax = answer_cell(good, "attention-softmax")
+            softmax["source"] = "import warnings\n\n" + _src(softmax).replace(
+                "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn('softmax: a harmless warning', UserWarning)\n", 1)
+            good["cells"].append({"cell_type": "code", "execution_count": None, "id": "scratch-loop",
+                                  "metadata": {}, "outputs": [], "source": "while True:  # my scratch cell\n    pass"})
+        buggy = fill(release, source, unit, bug=True)
+        cheat = fill(release, source, unit, bug=True) if unit == "attention" else copy.deepcopy(release)
+        if unit == "attention":
+            softmax = answer_cell(cheat, "attention-softmax")
+            softmax["source"] = "import torch\n" + CHEAT + "\n" + _src(softmax)
+            public = [c for c in cheat["cells"] if (_gid(c) or "").startswith("attention-public")]
+            public[0]["source"] = "print('passed')  # edited locked test cell"
+            public[1]["metadata"]["nbgrader"]["grade"] = False  # flipped flag: crashed nbgrader 0.9.6
+            public[1]["source"] = "pass"
+            cheat["cells"].remove(public[2])  # a deleted test cell
+            hidden = answer_cell(cheat, "attention-hidden")
+            hidden["source"] = "print('all hidden tests passed')"
+            hidden["metadata"]["nbgrader"]["points"] = 1000
+        if unit == KILLER_UNIT:  # a cell that kills nbgrader's kernel must cost this notebook only
+            cheat["cells"].append({"cell_type": "code", "execution_count": None, "id": "kill-kernel",
+                                   "metadata": {}, "outputs": [], "source": "import os\nos._exit(1)"})
+        for student, nb in (("good", good), ("stubs", copy.deepcopy(release)), ("buggy", buggy), ("cheat", cheat)):
+            target = inbox / student / f"{unit}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+
+
+def reference_folders(tmp: Path) -> dict[str, Path]:
+    """The same code as plain files, written without the notebook machinery."""
+    buggy = mutants.write("attention.py", BUG, tmp / "buggy")
+    cheat = mutants.write("attention.py", BUG, tmp / "cheat")
+    text = (cheat / "attention.py").read_text(encoding="utf-8")
+    (cheat / "attention.py").write_text(text.replace("\ndef softmax", "\n" + CHEAT + "\n\ndef softmax", 1), encoding="utf-8")
+    for unit in UNITS:  # the cheat handed in stubs for the other units
+        if unit != "attention":
+            shutil.copy(COURSE.assignments / COURSE.units[unit].file, cheat / COURSE.units[unit].file)
+    return {"good": COURSE.solutions, "stubs": COURSE.assignments, "buggy": buggy, "cheat": cheat}
+
+
+def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    code = "import sys; from autograder.nbgrader_pipeline import main; sys.exit(main(sys.argv[1:]))"
+    unit_args = [a for u in UNITS for a in ("--unit", u)]
+    proc = subprocess.run([sys.executable, "-c", code, "--course", str(course_dir), *unit_args, *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, f"attn-course nbgrader {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def graded():
+    # Not tmp_path_factory: pytest prunes old base folders, even those of a run still going.
+    tmp = Path(tempfile.mkdtemp(prefix="attn-nbgrader-test-"))
+    try:
+        yield _grade_class(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _grade_class(tmp: Path) -> dict:
+    course_dir = tmp / "course"
+    course_dir.mkdir()
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
+    shutil.copytree(ROOT / "course" / "source", course_dir / "source")
+    pipeline(course_dir, "generate")
+    inbox = tmp / "inbox"
+    make_students(course_dir, inbox)
+    # The CLI's own verdict on the same code, graded meanwhile.
+    folders = reference_folders(tmp / "reference")
+    out = tmp / "reference.json"
+    command = [sys.executable, "-m", "autograder.cli", "grade", *map(str, folders.values()), "--format", "json",
+               "-o", str(out), *[a for u in UNITS for a in ("--unit", u)]]
+    reference = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started = time.perf_counter()
+    log = pipeline(course_dir, "all", str(inbox), "--cell-timeout", str(CELL_TIMEOUT), "-o", str(tmp / "grades.csv")).stdout
+    seconds = time.perf_counter() - started
+    _, err = reference.communicate(timeout=1800)
+    assert reference.returncode == 0, err[-3000:]
+    cli = dict(zip(folders, json.loads(out.read_text(encoding="utf-8"))))
+    with open(tmp / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    print(log)
+    print(f"attn-course nbgrader all: {seconds:.1f} s for {4 * len(UNITS)} notebooks")
+    return {"dir": course_dir, "csv": rows, "cli": cli, "log": log, "seconds": seconds}
+
+
+def csv_score(graded, student: str, unit: str) -> tuple[float, float]:
+    row = next(r for r in graded["csv"] if r["student_id"] == student and r["assignment"] == unit)
+    return float(row["score"]), float(row["max_score"])
+
+
+def test_notebooks_are_current():
+    assert notebooks.stale(COURSE) == [], "run `attn-course build`: course/source/ is stale"
+
+
+def test_points_per_cell_add_up_to_the_rubric():
+    for unit in BUILT:
+        nb = _nb(ROOT / notebooks.notebook_path(unit))
+        cells = [c["metadata"]["nbgrader"] for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+        assert sum(c["points"] for c in cells) == sum(t.points for t in notebooks.rubric(COURSE, unit)) > 0
+        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_module_source_of_the_solution_notebook_is_the_solution_code():
+    for unit in BUILT:
+        nb = _nb(ROOT / notebooks.notebook_path(unit))
+        text = notebooks.module_source(nb, nb)
+        compile(text, unit, "exec")
+        assert stubgen.solution_lines(text) == stubgen.solution_lines((COURSE.solutions / COURSE.units[unit].file).read_text())
+
+
+def test_an_answer_rewritten_in_a_new_cell_still_counts():
+    layout = _nb(ROOT / notebooks.notebook_path("attention"))
+    moved = copy.deepcopy(layout)
+    cell = answer_cell(moved, "attention-softmax")
+    del cell["metadata"]["nbgrader"]  # as when a student retypes the function in a fresh cell
+    cell["source"] = "import math\n" + _src(cell) + "\n\nprint(softmax(torch.zeros(3)))"
+    text = notebooks.module_source(layout, moved)
+    assert "peak = x.amax(dim=dim, keepdim=True)" in text and "print(softmax" not in text
+    compile(text, "attention.py", "exec")
+    deleted = copy.deepcopy(layout)
+    deleted["cells"].remove(answer_cell(deleted, "attention-softmax"))
+    text = notebooks.module_source(layout, deleted)
+    assert "peak = x.amax" not in text and "raise NotImplementedError()" in text
+
+
+def test_csv_scores(graded):
+    for unit in UNITS:
+        maximum = graded["cli"]["good"]["units"][unit]["max_score"]
+        assert csv_score(graded, "good", unit) == (maximum, maximum), unit
+        assert csv_score(graded, "stubs", unit) == (0.0, maximum), unit
+    buggy, maximum = csv_score(graded, "buggy", "attention")
+    assert 0 < buggy < maximum
+    assert csv_score(graded, "cheat", "attention") == (buggy, maximum), "the cheat got other points than the same bug"
+
+
+def test_nbgrader_scores_equal_the_cli(graded):
+    for student, result in graded["cli"].items():
+        for unit in UNITS:
+            assert csv_score(graded, student, unit) == (result["units"][unit]["score"], result["units"][unit]["max_score"]), (student, unit)
+
+
+def _hidden_source_lines() -> list[str]:
+    lines = []
+    for path in COURSE.hidden_tests.glob("*.py"):
+        lines += [l.strip() for l in path.read_text(encoding="utf-8").splitlines()
+                  if len(l.strip()) > 25 and not l.strip().startswith(("#", '"""', "import", "from"))]
+    return lines
+
+
+def _leaks(text: str, unit: str) -> list[str]:
+    solution = (COURSE.solutions / COURSE.units[unit].file).read_text(encoding="utf-8")
+    found = [l for l in stubgen.solution_lines(solution) if len(l) > 12 and l in text]
+    found += [l for l in _hidden_source_lines() if l in text]
+    found += [m for m in (notebooks.HIDDEN_BEGIN, "hidden_tests(") if m in text]
+    return found
+
+
+def test_release_holds_no_solution_and_no_hidden_test(graded):
+    for unit in UNITS:
+        text = "\n".join(_src(c) for c in _nb(graded["dir"] / "release" / unit / f"{unit}.ipynb")["cells"])
+        assert _leaks(text, unit) == [], unit
+        assert "raise NotImplementedError()" in text
+
+
+def test_feedback_holds_no_hidden_test_source(graded):
+    for student in ("good", "stubs", "buggy", "cheat"):
+        for unit in UNITS:
+            path = graded["dir"] / "feedback" / student / unit / f"{unit}.html"
+            if not path.is_file():
+                assert (student, unit) == ("cheat", KILLER_UNIT), f"no feedback for {student}/{unit}"
+                continue
+            page = path.read_text(encoding="utf-8")
+            text = html.unescape(re.sub(r"<[^>]+>", "", page))
+            submitted = _nb(graded["dir"] / "submitted" / student / unit / f"{unit}.ipynb")
+            own = "\n".join(_src(c) for c in submitted["cells"])  # a student's own code may match a solution line
+            leaks = [line for line in _leaks(text, unit) if line not in own]
+            assert leaks == [], (student, unit, leaks[:3])
+    buggy = (graded["dir"] / "feedback" / "buggy" / "attention" / "attention.html").read_text(encoding="utf-8")
+    assert "FAILED" in buggy and "sqrt(d_k)" in buggy  # the failed property and its hint reach the student
+
+
+def test_tampered_cells_are_restored(graded):
+    source = {_gid(c): _src(c) for c in _nb(graded["dir"] / "source" / "attention" / "attention.ipynb")["cells"] if _gid(c)}
+    autograded = _nb(graded["dir"] / "autograded" / "cheat" / "attention" / "attention.ipynb")
+    cells = {_gid(c): c for c in autograded["cells"] if _gid(c)}
+    for gid in source:
+        if gid.startswith("attention-public") or gid == "attention-hidden":
+            assert gid in cells, f"{gid} was not added back"
+            meta = cells[gid]["metadata"]["nbgrader"]
+            assert meta["grade"] and meta["locked"], gid
+            assert source[gid].strip() in _src(cells[gid]), f"{gid} was not restored"
+    hidden_points = sum(t.points for t in notebooks.rubric(COURSE, "attention") if t.visibility == "hidden")
+    assert cells["attention-hidden"]["metadata"]["nbgrader"]["points"] == hidden_points
+
+
+def test_kernel_outputs_never_reach_the_feedback(graded):
+    nb = _nb(graded["dir"] / "autograded" / "cheat" / "attention" / "attention.ipynb")
+    text = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "passed')" not in text and "all hidden tests passed" not in text
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and not (_gid(cell) or "").startswith(("attention-public", "attention-hidden")):
+            assert cell["outputs"] == [], _gid(cell)
+
+
+def test_timing(graded):
+    # Reported, not asserted: this machine is shared. The issue's target is 60 s for five notebooks per student.
+    print(f"{graded['seconds'] / 4:.1f} s per student for {len(UNITS)} notebooks")
