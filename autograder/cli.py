@@ -1,7 +1,12 @@
 """``attn-course``: build stubs, grade submissions, check your own work.
 
-Exit codes: 0 when the command ran (whatever the score), 2 for bad
-arguments or a missing submission, 3 when the grader itself failed.
+Exit codes: 0 when the command ran (whatever the score), 1 when a score is
+below ``--fail-under``, 2 for bad arguments or a missing submission, 3 when
+the grader itself failed.
+
+``attn-course nbgrader ...`` runs the nbgrader pipeline
+(:mod:`autograder.nbgrader_pipeline`); any other command the course manifest
+lists under ``[commands]`` (such as ``viz``) runs that course file's ``main``.
 """
 from __future__ import annotations
 
@@ -12,27 +17,47 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import stubgen
-from .manifest import load_course
+from . import classroom, gradescope, notebooks, stubgen
+from .formats import to_junit, to_markdown
+from .manifest import Course, load_course
 from .report import print_results
 
-EXIT_USAGE, EXIT_GRADER = 2, 3
+EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER = 1, 2, 3
+FORMATS = ("table", "json", "junit", "markdown", "classroom")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attn-course", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    build = sub.add_parser("build", help="regenerate assignments/ from solutions/")
+    build = sub.add_parser("build", help="regenerate assignments/ and the nbgrader notebooks from solutions/")
     build.add_argument("--check", action="store_true", help="only report stale files (exit 1 if any)")
+
+    batch = sub.add_parser("grade-batch", help="grade a class: one sub-folder or zip per student")
+    batch.add_argument("submissions", type=Path)
+    batch.add_argument("-o", "--output", type=Path, required=True, help="folder for the gradebook and feedback")
+    batch.add_argument("-j", "--jobs", type=int, default=1, help="parallel grader processes")
+    batch.add_argument("--unit", action="append", dest="units", metavar="UNIT")
+    batch.add_argument("--no-progress", dest="progress", action="store_false")
+
+    release = sub.add_parser("release", help="write the student bundle (no solutions, no hidden tests)")
+    release.add_argument("out", type=Path)
+
+    export = sub.add_parser("export", help="write a platform's grader")
+    export.add_argument("platform", choices=("gradescope", "classroom"))
+    export.add_argument("out", nargs="?", type=Path, help="classroom: the student repository folder")
+    export.add_argument("-o", "--output", type=Path, help="gradescope: the zip to write (default autograder.zip)")
 
     for name, text in (("grade", "grade submissions with the public and hidden suites"),
                        ("check", "run the public tests on your own work")):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("--unit", action="append", dest="units", metavar="UNIT", help="only this unit (repeatable)")
-        cmd.add_argument("--format", choices=("table", "json"), default="table")
+        cmd.add_argument("--format", choices=FORMATS, default="table",
+                         help="classroom: GitHub Classroom reporter outputs, appended to -o (e.g. $GITHUB_OUTPUT)")
         cmd.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
         cmd.add_argument("-v", "--verbose", action="store_true", help="one row per property, always")
+        cmd.add_argument("--fail-under", type=float, metavar="PERCENT",
+                         help="exit 1 when a submission scores below PERCENT of the points")
     sub.choices["grade"].add_argument("paths", nargs="+", type=Path, metavar="PATH", help="submission folder(s)")
     sub.choices["grade"].add_argument(
         "--no-sandbox", dest="sandbox", action="store_false",
@@ -45,33 +70,104 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _emit(results, args) -> None:
+def _render(results, args) -> str | None:
+    """The report text, or None for the table (which rich prints itself)."""
     if args.format == "json":
         data = [r.to_dict() for r in results]
-        text = json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False) + "\n"
-        if args.output:
-            args.output.write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
-        return
-    if args.output:
+        return json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False) + "\n"
+    if args.format == "junit":
+        return to_junit(results)
+    if args.format == "markdown":
+        return to_markdown(results)
+    if args.format == "classroom":
+        return "".join(classroom.github_output(r) for r in results)
+    return None
+
+
+def _emit(results, args) -> None:
+    text = _render(results, args)
+    if text is None and args.output:
         with args.output.open("w", encoding="utf-8") as handle:
             print_results(results, verbose=args.verbose, console=Console(file=handle, width=160))
-    else:
+    elif text is None:
         print_results(results, verbose=args.verbose)
+    elif args.output:
+        # $GITHUB_OUTPUT collects every step's outputs: append to it, never overwrite.
+        with args.output.open("a" if args.format == "classroom" else "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _build(course: Course, check: bool) -> int:
+    if check:
+        stale = stubgen.stale(course.solutions, course.assignments) + notebooks.stale(course)
+        print("stale: " + ", ".join(stale) if stale else "all stubs and notebooks are current")
+        return 1 if stale else 0
+    for path in stubgen.build(course.solutions, course.assignments) + notebooks.build(course):
+        print(f"wrote {path.relative_to(course.root)}")
+    return 0
+
+
+def _delivery(course: Course, args) -> int:
+    if args.command == "release":
+        from .release import release
+
+        try:
+            print(f"wrote {release(course, args.out)}")
+        except FileExistsError as error:
+            print(f"attn-course: {error}", file=sys.stderr)
+            return EXIT_USAGE
+    elif args.command == "grade-batch":
+        from .batch import grade_batch
+
+        if not args.submissions.is_dir():
+            print(f"attn-course: no such folder: {args.submissions}", file=sys.stderr)
+            return EXIT_USAGE
+        summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
+                              show_progress=args.progress)
+        print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
+              f"gradable); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
+    elif args.platform == "gradescope":
+        print(f"wrote {gradescope.export(course, args.output or Path('autograder.zip'))}")
+    else:
+        if args.out is None:
+            print("attn-course: export classroom needs the student repository folder", file=sys.stderr)
+            return EXIT_USAGE
+        flow = args.out / ".github" / "workflows" / "classroom.yml"
+        flow.parent.mkdir(parents=True, exist_ok=True)
+        flow.write_text(classroom.workflow(course), encoding="utf-8")
+        print(f"wrote {flow}")
+    return 0
+
+
+def _course_command(course: Course, name: str, argv: list[str]) -> int:
+    """Run ``main(argv)`` of the course file the manifest names for ``name``."""
+    import importlib.util
+
+    path = course.root / course.commands[name]
+    sys.path.insert(0, str(course.root))  # course files import their siblings as ``course.*``
+    spec = importlib.util.spec_from_file_location(f"_course_command_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.main(argv) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     course = load_course()
+    # Pass-through commands parse their own arguments.
+    if argv and argv[0] == "nbgrader":
+        from .nbgrader_pipeline import main as nbgrader_main
+
+        return nbgrader_main(argv[1:])
+    if argv and argv[0] in course.commands:
+        return _course_command(course, argv[0], argv[1:])
+    args = _parser().parse_args(argv)
     if args.command == "build":
-        if args.check:
-            stale = stubgen.stale(course.solutions, course.assignments)
-            print("stale: " + ", ".join(stale) if stale else "all stubs are current")
-            return 1 if stale else 0
-        for path in stubgen.build(course.solutions, course.assignments):
-            print(f"wrote {path.relative_to(course.root)}")
-        return 0
+        return _build(course, args.check)
+    if args.command in ("release", "grade-batch", "export"):
+        return _delivery(course, args)
 
     if args.command == "grade":
         folders, options = args.paths, {"seed": args.seed, "sandbox": args.sandbox, "timeout": args.timeout}
@@ -111,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         if pool is not None:
             pool.release()
     _emit(results, args)
+    if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
+        return EXIT_FAIL_UNDER
     return 0
 
 

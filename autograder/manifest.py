@@ -29,6 +29,8 @@ class Course:
     assignments: Path
     hidden_tests: Path
     public_tests: Path
+    # Extra `attn-course` commands the course provides: name -> file (relative to root) with main(argv).
+    commands: dict[str, str] = field(default_factory=dict)
 
     def unit_for_file(self, filename: str) -> Unit | None:
         return next((u for u in self.units.values() if u.file == filename), None)
@@ -78,4 +80,5 @@ def load_course(root: Path | None = None) -> Course:
         assignments=root / paths["assignments"],
         hidden_tests=root / paths["hidden_tests"],
         public_tests=root / paths["public_tests"],
+        commands=dict(data.get("commands", {})),
     )

@@ -3,10 +3,11 @@
 ``course/source/<unit>/<unit>.ipynb`` is never edited by hand. It is built
 here, cell by cell, with nbformat:
 
-* the lesson text (:func:`lesson_cells`, the one place that decides where it
-  comes from: ``course/lessons/<lang>/<unit>.md`` or a jupytext percent
-  ``<unit>.py`` when the lesson authors wrote one, else the solution module's
-  docstring);
+* the lesson text (:func:`lesson_parts`, the one place that decides where it
+  comes from: ``course/lessons/<lang>/<unit>.md``, parsed by ``course.lessons``,
+  whose ``{{ exercise }}`` placeholder marks where the code and tests go and
+  whose ``{{ setup }}``/``{{ demo: NAME }}`` become demo cells that the
+  grader's kernel skips; else the solution module's docstring);
 * the module, split at its top-level statements. A ``def``/``class`` holding a
   ``### BEGIN SOLUTION`` region becomes an nbgrader *answer* cell (solution,
   not graded: nbgrader's ClearSolutions turns each region into

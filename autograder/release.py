@@ -1,9 +1,11 @@
 """The student bundle: what students get, and nothing they must not see.
 
 It holds the stubs, the public tests, the engine (so ``attn-course check``
-works), the course manifest and the lessons, with a minimal pyproject.toml
-so that ``pip install -e .`` works. It never holds solutions/, tests/hidden/,
-the mutants, or the stand-ins.
+works), the course manifest, the lessons, demos and viewer, with a minimal
+pyproject.toml so that ``pip install -e .`` works. It never holds
+solutions/, tests/hidden/, the mutants, or the stand-ins (correct code for
+units 2 and 3, written over torch: shipping them would hand out answers; the
+demos then run on the student's own units).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ The public tests are a first check. Your grade also counts hidden properties.
 """
 
 # Relative to the course root; lessons are copied when present.
-SHIPPED = ["assignments", "autograder", "tests/public", "course/lessons"]
+SHIPPED = ["assignments", "autograder", "tests/public", "course/lessons", "course/demos"]
 
 
 def release(course: Course, out: Path) -> Path:
@@ -53,7 +55,8 @@ def release(course: Course, out: Path) -> Path:
         if (course.root / folder).is_dir():
             shutil.copytree(course.root / folder, out / folder, ignore=ignore)
     (out / "course").mkdir(parents=True, exist_ok=True)
-    shutil.copy(course.root / "course" / "course.toml", out / "course" / "course.toml")
+    for name in ("course.toml", "viz.py"):
+        shutil.copy(course.root / "course" / name, out / "course" / name)
     (out / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
     (out / "README.md").write_text(README, encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)

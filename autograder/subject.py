@@ -234,9 +234,11 @@ class InProcessSubject:
                 return x
             leaf = x.detach().clone().to(call.device).requires_grad_(want_grad and x.is_floating_point())
             passed = leaf
-            if call.noncontiguous and leaf.dim() >= 1:
-                # Same values, strided storage: catches code that assumes .view() works.
-                passed = torch.stack([leaf, torch.zeros_like(leaf)], dim=-1)[..., 0]
+            if call.noncontiguous and leaf.dim() >= 2:
+                # Same values, transposed storage: .view() over the last dims fails, as on a user's transposed input.
+                passed = leaf.mT.contiguous().mT
+            elif call.noncontiguous and leaf.dim() == 1:
+                passed = torch.stack([leaf, torch.zeros_like(leaf)], dim=-1)[..., 0]  # strided storage
             if leaf.requires_grad:
                 leaves[id(passed)] = leaf
             return passed

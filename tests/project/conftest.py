@@ -16,7 +16,7 @@ def attn_course(*args: str, check: bool = True, env: dict | None = None) -> subp
     """Run ``attn-course`` in a fresh interpreter, as a user would."""
     proc = subprocess.run(
         [sys.executable, "-m", "autograder.cli", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})},
+        cwd=ROOT, capture_output=True, text=True, timeout=2400, env={**os.environ, **(env or {})},
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"attn-course {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
