@@ -106,6 +106,7 @@ def export(course: Course, out: Path) -> Path:
     """Write the autograder zip: the engine, the course manifest, stand-ins and
     suites; never the reference solutions, which grading does not need."""
     folders = ["autograder", "course/stand_ins", "tests/hidden", "tests/public"]
+    out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for script, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(script)

@@ -161,6 +161,9 @@ class InProcessSubject:
         self._errors: dict[str, str] = {}
         self._traps = {name: Traps(unit.forbidden, self.folder) for name, unit in course.units.items()}
         self._timed_out: str | None = None
+        # One thread: the same reduction order on every machine, so even an ill-conditioned
+        # (buggy) computation gets the same score everywhere, sandboxed or not.
+        torch.set_num_threads(1)
 
     def begin(self, test_id: str) -> None:
         """A new test starts: a time-out in the previous one no longer applies."""
@@ -222,8 +225,9 @@ class InProcessSubject:
         return obj.to(device)
 
     def _run(self, module, call: Call) -> Result:
-        if call.seed is not None:
-            torch.manual_seed(call.seed)
+        # Every call starts from a known RNG state (seed 0 unless given), so a module's
+        # random init or dropout never depends on what ran before: grades are deterministic.
+        torch.manual_seed(0 if call.seed is None else call.seed)
         want_grad = call.grad_outputs is not None
         leaves: dict[int, torch.Tensor] = {}  # id(tensor passed) -> the leaf we differentiate
 

@@ -73,6 +73,9 @@ def collect(source: Path, dest: Path, course: Course) -> Path:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise SubmissionError(f"{path.name} is larger than {MAX_FILE_BYTES // 2**20} MiB")
         found[path.name] = path
+    zips = sorted(p for p in source.iterdir() if p.suffix == ".zip" and p.is_file() and not p.is_symlink())
+    if not found and len(zips) == 1:  # an upload of one zip holding the files (as Gradescope allows)
+        return collect(zips[0], dest, course)
     if not found:
         names = sorted(p.name for p in _walk(source))[:8]
         raise SubmissionError(
