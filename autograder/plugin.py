@@ -37,6 +37,31 @@ settings.register_profile(
 settings.register_profile(EXPLORE, settings.get_profile(PROFILE), derandomize=False)
 
 
+def pin_local_constants():
+    """Stop hypothesis mixing literals from whatever local modules are loaded into its examples.
+
+    Since 6.131 hypothesis sometimes draws a constant found in any non-installed
+    module in ``sys.modules``. The examples then depend on what this process
+    happened to import: student code graded in-process, a wrapper script, the
+    order units load. Grades must depend only on the test and the pinned
+    hypothesis version, so the local pool is held empty while grading (its
+    built-in constants stay). Returns the function that restores it.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        original = providers._get_local_constants
+        empty = providers.Constants()
+    except (ImportError, AttributeError):  # a hypothesis without local constants
+        return lambda: None
+
+    def swap(function):
+        providers._get_local_constants = function
+        providers.CONSTANTS_CACHE.cache.clear()  # it holds the pool it was computed from
+
+    swap(lambda: empty)
+    return lambda: swap(original)
+
+
 class CourseError(Exception):
     """The course's own tests break the conventions above (never the student's fault)."""
 
@@ -84,6 +109,10 @@ class GradingPlugin:
         config.addinivalue_line("markers", "unit(name): the course unit a test module grades")
         config.addinivalue_line("markers", "points(n): what a test is worth")
         settings.load_profile(self.profile)
+        self._restore_constants = pin_local_constants()
+
+    def pytest_unconfigure(self, config):
+        self._restore_constants()
 
     def pytest_generate_tests(self, metafunc):
         if "subject" in metafunc.fixturenames:

@@ -1,14 +1,17 @@
 """`attn-course grade` as instructors and CI use it: scores, reports, exit codes, bad input."""
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import mutants
 from conftest import ROOT, attn_course, grade_json
 from autograder.manifest import load_course
+from autograder.plugin import pin_local_constants
 
 COURSE = load_course(ROOT)
 BUILT = [u.name for u in COURSE.units.values() if (COURSE.solutions / u.file).is_file()]
@@ -31,6 +34,34 @@ def test_grades_are_deterministic_across_runs(tmp_path):
     first = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
     second = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
     assert first == second
+
+
+def test_examples_ignore_the_constants_of_loaded_modules(tmp_path, monkeypatch):
+    """Hypothesis draws literals of any loaded local module (student code graded in-process,
+    say); while grading that pool is pinned, so examples depend on the test alone."""
+    marker = 0.123456789
+    (tmp_path / "student_constants.py").write_text(f"X = {marker!r}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("student_constants")
+
+    def drawn() -> list[float]:
+        seen = []
+
+        @settings(derandomize=True, database=None, max_examples=200)
+        @given(st.floats(0.1234567, 0.1234568))  # only the marker is a constant in this range
+        def probe(x):
+            seen.append(x)
+
+        probe()
+        return seen
+
+    assert marker in drawn(), "hypothesis no longer draws local constants: pin_local_constants can go"
+    restore = pin_local_constants()
+    try:
+        assert marker not in drawn()
+    finally:
+        restore()
+    assert marker in drawn()
 
 
 def test_report_names_the_bug_and_shows_no_test_source(tmp_path):
