@@ -40,7 +40,7 @@ plots: install
 # --dist loadgroup keeps each unit's mutant grading on one worker (graded once).
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
 test: install browser
-	$(BIN)/python -m pytest -n 2 --dist loadgroup || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -171,8 +171,11 @@ class Traps:
                     continue
                 owner, attr = found
                 original = getattr(owner, attr)
+                try:
+                    setattr(owner, attr, self._trap(name, original))
+                except (AttributeError, TypeError):  # a read-only owner (a builtin's): the static scan covers it
+                    continue
                 saved.append((owner, attr, original))
-                setattr(owner, attr, self._trap(name, original))
             yield self
         finally:
             for owner, attr, original in reversed(saved):

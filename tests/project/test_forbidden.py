@@ -51,3 +51,14 @@ def test_traps_record_only_calls_from_the_submission(tmp_path):
         namespace["f"](torch.ones(2))
     assert traps.seen == {"torch.nn.functional.softmax"}
     assert torch.nn.functional.softmax.__module__ == "torch.nn.functional", "traps must be removed afterwards"
+
+
+def test_a_read_only_owner_is_left_to_the_static_scan(tmp_path):
+    builtin = ("torch._C._VariableFunctions.lstm_cell",)
+    with Traps(FORBIDDEN + builtin, tmp_path).installed():  # no trap fits there: installing must not fail
+        assert torch.nn.functional.softmax is not _softmax, "the other traps are still installed"
+    assert torch.nn.functional.softmax is _softmax
+    assert scan_source("import torch\nh, c = torch._C._VariableFunctions.lstm_cell(x, (h, c), w, u)", builtin)
+
+
+_softmax = torch.nn.functional.softmax

@@ -24,6 +24,10 @@ from autograder.manifest import load_course
 from autograder.sandbox import SandboxSubject, isolation_mode, processes_of
 from autograder.subject import Call, New, Result, StudentError
 
+# One xdist worker for the whole module: the hostile runs are module fixtures (built
+# once, not once per worker), and the leftover scan looks at every process on the
+# machine, so another worker's sleepers, still alive mid-run, would read as leaks.
+pytestmark = pytest.mark.xdist_group("sandbox")
 COURSE = load_course(ROOT)
 HOSTILE = ROOT / "tests" / "hostile"
 sys.path.insert(0, str(HOSTILE))
