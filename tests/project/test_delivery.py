@@ -7,8 +7,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 import zipfile
 
@@ -213,3 +215,28 @@ def test_batch_grading_resumes_and_reports_broken_submissions(tmp_path):
     attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention")
     assert json.loads((out / "summary.json").read_text())["graded_now"] == 1
     assert first.returncode == 0
+
+
+def test_a_killed_batch_resumes_with_nothing_lost(tmp_path):
+    """SIGKILL mid-batch (the machine went down): what was recorded stays, the rest is graded once."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("a1", "a2", "a3", "a4", "a5"):  # the first chunk: recorded at once (no unit files)
+        (subs / name).mkdir(parents=True)
+        (subs / name / "notes.txt").write_text("nothing handed in")
+    shutil.copytree(COURSE.solutions, subs / "b6")  # the second chunk: still grading when killed
+    batch = subprocess.Popen([sys.executable, "-m", "autograder.cli", "grade-batch", str(subs), "-o", str(out),
+                              "-j", "1", "--unit", "attention", "--no-progress"],
+                             cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = out / "students"
+    deadline = time.monotonic() + 120
+    while len(list(records.glob("a*.json"))) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(batch.pid, signal.SIGKILL)
+    batch.wait()
+    assert len(list(records.glob("a*.json"))) == 5 and not (records / "b6.json").exists(), "killed too late to test"
+    attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["graded_now"] == 1, "only the student the kill interrupted is graded again"
+    book = {row[0]: row for row in csv.reader((out / "gradebook.csv").open())}
+    assert set(book) == {"student", "Points Possible", "a1", "a2", "a3", "a4", "a5", "b6"}
+    assert float(book["b6"][2]) == float(book["Points Possible"][2]) and "no unit files" in book["a1"][1]

@@ -126,7 +126,9 @@ def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-@pytest.fixture(scope="module")
+# Session, not module: xdist may interleave other modules' tests on this worker, and a
+# module fixture would then be torn down and the whole class graded again (~3 min).
+@pytest.fixture(scope="session")
 def graded():
     # Not tmp_path_factory: pytest prunes old base folders, even those of a run still going.
     tmp = Path(tempfile.mkdtemp(prefix="attn-nbgrader-test-"))

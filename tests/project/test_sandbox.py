@@ -24,8 +24,8 @@ from autograder.manifest import load_course
 from autograder.sandbox import SandboxSubject, isolation_mode, processes_of
 from autograder.subject import Call, New, Result, StudentError
 
-# One xdist worker for the whole module: the hostile runs are module fixtures (built
-# once, not once per worker), and the leftover scan looks at every process on the
+# One xdist worker for the whole module: the hostile runs are built once (session
+# fixtures, so interleaved tests of other modules do not make them run again), and the leftover scan looks at every process on the
 # machine, so another worker's sleepers, still alive mid-run, would read as leaks.
 pytestmark = pytest.mark.xdist_group("sandbox")
 COURSE = load_course(ROOT)
@@ -88,7 +88,7 @@ EXPECT = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("hostile")
     paths = {}
@@ -102,7 +102,7 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hostile_run(corpus) -> dict:
     """Every case but the endless loops, in one sandboxed grading run."""
     names = [n for n in corpus if n not in LOOPS]
@@ -112,7 +112,7 @@ def hostile_run(corpus) -> dict:
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def loop_run(corpus) -> dict:
     run = drive([corpus[n] for n in LOOPS], ["attention"], timeout=TIMEOUT)
     run["by_case"] = dict(zip(LOOPS, (r["units"]["attention"] for r in run["results"])))
