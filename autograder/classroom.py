@@ -13,6 +13,7 @@ import json
 
 from .manifest import Course
 from .results import GradeResult
+from .versions import requirement
 
 STEP_ID = "public-tests"
 
@@ -46,8 +47,10 @@ def github_output(result: GradeResult) -> str:
     )
 
 
-def workflow(course: Course, torch_spec: str = "torch==2.13.0") -> str:
-    """The text of ``.github/workflows/classroom.yml`` for a student repository."""
+def workflow(course: Course) -> str:
+    """The text of ``.github/workflows/classroom.yml`` for a student repository
+    (torch pinned to this grader's version; the bundle's pyproject pins hypothesis)."""
+    torch_spec = requirement("torch")
     units = list(course.units)
     env = "\n".join(f"          {u.upper()}_RESULTS: \"${{{{ steps.{STEP_ID}.outputs.{u} }}}}\"" for u in units)
     return f"""name: Autograding Tests

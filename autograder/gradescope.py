@@ -20,6 +20,7 @@ from .grading import grade
 from .manifest import Course, load_course
 from .results import GradeResult
 from .submissions import SubmissionError, collect
+from .versions import requirement
 
 EXPLANATION = (
     "Public tests are visible now. Hidden properties count too: their results appear "
@@ -33,8 +34,9 @@ apt-get update
 apt-get install -y python3.11 python3.11-venv
 python3.11 -m venv /autograder/venv
 # torch first, as the CPU wheel: a looser requirement would pull a multi-GB CUDA build.
-/autograder/venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install numpy hypothesis pytest rich safetensors
+# Both pins are the exporting grader's own versions (autograder.versions).
+/autograder/venv/bin/pip install {torch} --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install numpy {hypothesis} pytest rich safetensors
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -108,7 +110,8 @@ def export(course: Course, out: Path) -> Path:
     folders = ["autograder", "course/stand_ins", "tests/hidden", "tests/public"]
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for script, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        setup = SETUP_SH.format(torch=requirement("torch"), hypothesis=requirement("hypothesis"))
+        for script, text in (("setup.sh", setup), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(script)
             info.external_attr = 0o755 << 16
             zf.writestr(info, text)

@@ -45,14 +45,13 @@ def pin_local_constants():
     happened to import: student code graded in-process, a wrapper script, the
     order units load. Grades must depend only on the test and the pinned
     hypothesis version, so the local pool is held empty while grading (its
-    built-in constants stay). Returns the function that restores it.
+    built-in constants stay). Returns the function that restores it. These are
+    private names of the pinned version: a new version without them fails here,
+    loudly, rather than grading on examples nobody has checked.
     """
-    try:
-        from hypothesis.internal.conjecture import providers
-        original = providers._get_local_constants
-        empty = providers.Constants()
-    except (ImportError, AttributeError):  # a hypothesis without local constants
-        return lambda: None
+    from hypothesis.internal.conjecture import providers
+
+    original, empty = providers._get_local_constants, providers.Constants()
 
     def swap(function):
         providers._get_local_constants = function

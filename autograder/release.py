@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .classroom import workflow
 from .manifest import Course
+from .versions import requirement
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=69"]
@@ -25,7 +26,8 @@ version = "0.1.0"
 description = "Your work for attention-course: fill in assignments/, check it with `attn-course check`."
 requires-python = ">=3.11"
 # Install torch first (the CPU wheel: pip install torch --index-url https://download.pytorch.org/whl/cpu).
-dependencies = ["torch>=2.4", "numpy>=1.26", "hypothesis>=6.100", "pytest>=8", "rich>=13"]
+# hypothesis is the grader's own version: the public tests then see the grader's examples.
+dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13"]
 
 [project.scripts]
 attn-course = "autograder.cli:main"
@@ -57,7 +59,7 @@ def release(course: Course, out: Path) -> Path:
     (out / "course").mkdir(parents=True, exist_ok=True)
     for name in ("course.toml", "viz.py"):
         shutil.copy(course.root / "course" / name, out / "course" / name)
-    (out / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    (out / "pyproject.toml").write_text(PYPROJECT.format(hypothesis=requirement("hypothesis")), encoding="utf-8")
     (out / "README.md").write_text(README, encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(course), encoding="utf-8")

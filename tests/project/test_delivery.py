@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import importlib.metadata
 import json
 import os
 import re
@@ -90,7 +91,9 @@ def test_release_bundle_holds_no_solution_and_no_hidden_test(tmp_path):
             named = [n for n in hidden if re.search(rf"\b{n}\b", text)]
             assert not named, f"{path} names hidden tests: {named}"
     assert not (out / "solutions").exists() and not (out / "tests" / "hidden").exists()
-    assert (out / "pyproject.toml").is_file() and (out / "assignments" / "attention.py").is_file()
+    assert (out / "assignments" / "attention.py").is_file()
+    assert f'"hypothesis=={_base_version("hypothesis")}"' in (out / "pyproject.toml").read_text(), \
+        "the bundle must pin the grader's hypothesis: its examples are a function of the version"
 
 
 def test_release_bundle_checks_student_work(tmp_path):
@@ -105,6 +108,10 @@ def test_release_bundle_checks_student_work(tmp_path):
     assert all(t["visibility"] == "visible" for t in unit["tests"])
 
 
+def _base_version(name: str) -> str:
+    return importlib.metadata.version(name).split("+")[0]
+
+
 def _gradescope_root(tmp_path, submission_files: dict[str, bytes]):
     zip_path = tmp_path / "autograder.zip"
     attn_course("export", "gradescope", "-o", str(zip_path))
@@ -112,6 +119,8 @@ def _gradescope_root(tmp_path, submission_files: dict[str, bytes]):
     with zipfile.ZipFile(zip_path) as zf:
         names = zf.namelist()
         assert "setup.sh" in names and "run_autograder" in names
+        setup = zf.read("setup.sh").decode()
+        assert all(f"{name}=={_base_version(name)} " in setup for name in ("torch", "hypothesis")), setup
         assert not [n for n in names if n.startswith("solutions/")], "the reference must not ship to Gradescope"
         zf.extractall(root / "source")
     (root / "submission").mkdir()
@@ -145,6 +154,7 @@ def test_classroom_workflow_and_payloads(tmp_path):
     attn_course("export", "classroom", str(tmp_path))
     flow = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
     steps = flow["jobs"]["run-autograding-tests"]["steps"]
+    assert any(f"pip install torch=={_base_version('torch')} " in s.get("run", "") for s in steps), steps
     grading = next(s for s in steps if s.get("id") == "public-tests")
     reporter = next(s for s in steps if "autograding-grading-reporter" in s.get("uses", ""))
     runners = reporter["with"]["runners"].split(",")
