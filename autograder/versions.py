@@ -1,8 +1,9 @@
 """The library versions a grade depends on, carried into the environments this package writes.
 
 Hypothesis's examples are a function of its version, and torch's arithmetic of
-its own. The Gradescope image and the student bundle install exactly the
-versions this grader runs, so a submission scores the same there as here.
+its own. The Gradescope image and the Classroom workflow install exactly the
+torch and hypothesis this grader runs, so a submission scores the same there
+as here; the student bundle pins hypothesis only (students bring their own torch).
 """
 from __future__ import annotations
 
