@@ -37,7 +37,9 @@ demo: install
 plots: install
 	$(BIN)/python course/make_plots.py build/plots --readme docs/img
 
-# --dist loadgroup keeps each unit's mutant grading on one worker (graded once).
+# --dist loadgroup is meant to keep each unit's mutant grading on one worker, but with
+# pytest 9.2 and xdist 3.8 it is inert (xdist renames item._nodeid, pytest 9 ignores it), so
+# tests must not rely on it: a unit's mutants may be graded on both workers.
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
 test: install browser
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]

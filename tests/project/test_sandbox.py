@@ -24,17 +24,17 @@ from autograder.manifest import load_course
 from autograder.sandbox import SandboxSubject, isolation_mode, processes_of
 from autograder.subject import Call, New, Result, StudentError
 
-# One xdist worker for the whole module: the hostile runs are built once (session
-# fixtures, so interleaved tests of other modules do not make them run again), and the leftover scan looks at every process on the
-# machine, so another worker's sleepers, still alive mid-run, would read as leaks.
-pytestmark = pytest.mark.xdist_group("sandbox")
 COURSE = load_course(ROOT)
 HOSTILE = ROOT / "tests" / "hostile"
 sys.path.insert(0, str(HOSTILE))
 import generated  # noqa: E402
 
 TIMEOUT = 0.5  # per call, for the hostile runs
-MARK = "987654321"  # what session_children's sleepers carry
+# What the sleepers of session_children (rewritten on copy) and of test_closing_leaves_nothing
+# carry: one per test process, since the leftover scan sees the whole machine and another
+# xdist worker may be grading its own copy of the corpus at the same moment.
+CORPUS_MARK = "987654321"
+MARK = f"9{os.getpid():08d}"
 
 # Driver run in a fresh interpreter: grade, then report what the sandbox used.
 DRIVER = textwrap.dedent("""
@@ -65,7 +65,7 @@ def leftovers(run: dict, grace: float = 5.0) -> list[str]:
     A killed process may take a moment to be gone (the kernel tears a PID
     namespace down after its init exits, and a loaded machine is slow to), so
     what is still there after ``grace`` seconds counts; a real leak (the
-    sleepers sleep for 31 years) is still reported, with its uid and parent.
+    sleepers sleep for 28 years or more) is still reported, with its uid and parent.
     """
     deadline = time.monotonic() + grace
     while True:
@@ -100,6 +100,7 @@ EXPECT = {
 }
 
 
+# Session scope: interleaved tests of other modules would otherwise make these runs start again.
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("hostile")
@@ -107,6 +108,8 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     for name in FOLDER_CASES:
         paths[name] = base / name
         shutil.copytree(HOSTILE / name, paths[name])
+    children = paths["session_children"] / "attention.py"
+    children.write_text(children.read_text().replace(CORPUS_MARK, MARK))
     for name in generated.FORBIDDEN:
         paths[name] = generated.make_forbidden(ROOT, base / name, name)
     paths["symlink_file"] = generated.make_symlink_file(ROOT, base / "symlink_file")
