@@ -62,10 +62,10 @@ def drive(paths, units, *, timeout=10.0, sandbox=True) -> dict:
 def leftovers(run: dict, grace: float = 5.0) -> list[str]:
     """Processes or folders that outlived a grading run.
 
-    A killed process may take a moment to be gone (the kernel tears a PID
-    namespace down after its init exits, and a loaded machine is slow to), so
-    what is still there after ``grace`` seconds counts; a real leak (the
-    sleepers sleep for 28 years or more) is still reported, with its uid and parent.
+    A process killed at close may take a moment to be reaped on a loaded
+    machine, so what is still there after ``grace`` seconds counts; a real
+    leak (the sleepers sleep for 28 years or more) is still reported, with its
+    uid and parent.
     """
     deadline = time.monotonic() + grace
     while True:
