@@ -5,31 +5,52 @@ student's result is written atomically as soon as its chunk finishes, with
 the hash of what was handed in, so an interrupted batch resumes where it
 stopped and never grades the same submission twice. The gradebook and the
 summary are rebuilt from the per-student files at the end.
+
+Whatever one upload does, the others are graded (decisions, README "a whole class"):
+  * every chunk runs under a wall-clock budget (``student_budget`` seconds per
+    student in it); a chunk that fails or runs out of time is graded again one
+    student at a time, so only the culprit gets the failure;
+  * a grader failure is never final: the next run grades that student again.
+    A status of the upload itself (a corrupt zip, no unit files) is final for
+    that exact upload, since grading the same bytes again gives the same status;
+  * SIGINT and SIGTERM kill every grader process, record nothing for the
+    students being graded, and raise :class:`BatchInterrupted` (run again to resume);
+  * uploads whose names clash (``zed/`` and ``zed.zip``) are both graded, under
+    distinct names, and the clash is reported;
+  * digests and unpacking read a bounded amount (see :mod:`.submissions`).
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
+import math
 import os
 import resource
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.progress import Progress
 
-from .formats import to_markdown
+from .formats import gradebook_csv, to_markdown
 from .manifest import Course
 from .results import GradeResult
-from .submissions import SubmissionError, collect
+from .submissions import MAX_ZIP_BYTES, SubmissionError, collect, walk
 
-CHUNK = 5  # students per grader process: amortizes its start-up, bounds what a crash can cost
+CHUNK = 5  # students per grader process at most: amortizes its start-up, bounds what a crash can cost
+STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed
+DIGEST_BYTES = 4 * MAX_ZIP_BYTES  # bytes of an upload read for its digest, at most
+
+
+class BatchInterrupted(Exception):
+    """SIGINT or SIGTERM stopped the batch; what was recorded stays, the rest is graded by the next run."""
 
 
 @dataclass
@@ -40,11 +61,23 @@ class Student:
 
 
 def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
-    for file in files:
-        sha.update(str(file.relative_to(path.parent)).encode())
-        sha.update(file.read_bytes())
+    """A hash of the upload that reads at most :data:`DIGEST_BYTES` (a sparse 20 GiB file costs nothing)."""
+    sha, budget = hashlib.sha256(), DIGEST_BYTES
+    try:
+        files = [(path, path.lstat())] if not path.is_dir() else list(walk(path))
+    except (SubmissionError, OSError) as error:
+        return "unreadable:" + hashlib.sha256(str(error).encode()).hexdigest()  # collect() reports it
+    for file, info in files:
+        sha.update(f"{file.relative_to(path.parent)}\0{info.st_mode}\0{info.st_size}\0".encode())
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        try:
+            with open(file, "rb") as handle:
+                while budget > 0 and (block := handle.read(min(1 << 20, budget))):
+                    sha.update(block)
+                    budget -= len(block)
+        except OSError:
+            sha.update(b"unreadable")
     return sha.hexdigest()
 
 
@@ -55,9 +88,31 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(handle.name, path)
 
 
-def discover(submissions: Path) -> list[Student]:
+def discover(submissions: Path) -> tuple[list[Student], list[dict]]:
+    """The students, and the name clashes resolved on the way.
+
+    A student is named after the folder, or the zip's stem. When two uploads
+    would get one name, the folder keeps it and the other is named by its
+    whole file name (``zed.zip``), then numbered if that is taken too.
+    """
     entries = sorted(p for p in submissions.iterdir() if not p.name.startswith("."))
-    return [Student(p.stem if p.suffix == ".zip" else p.name, p, _digest(p)) for p in entries]
+    wanted = {p: p.stem if p.suffix == ".zip" and p.is_file() else p.name for p in entries}
+    counts = Counter(wanted.values())
+    taken: set[str] = set()
+    names: dict[Path, str] = {}
+    # Folders first, so a folder always keeps its own name.
+    for path in sorted(entries, key=lambda p: (not p.is_dir(), p.name)):
+        name = wanted[path] if counts[wanted[path]] == 1 or path.is_dir() else path.name
+        base, n = name, 1
+        while name in taken:
+            n += 1
+            name = f"{base}~{n}"
+        taken.add(name)
+        names[path] = name
+    clashes = [{"name": name, "uploads": sorted(p.name for p in entries if wanted[p] == name),
+                "graded_as": sorted(names[p] for p in entries if wanted[p] == name)}
+               for name, count in sorted(counts.items()) if count > 1]
+    return [Student(names[p], p, _digest(p)) for p in entries], clashes
 
 
 def _done(out: Path, student: Student) -> bool:
@@ -65,82 +120,170 @@ def _done(out: Path, student: Student) -> bool:
     if not record.is_file():
         return False
     try:
-        return json.loads(record.read_text(encoding="utf-8")).get("digest") == student.digest
+        data = json.loads(record.read_text(encoding="utf-8"))
     except json.JSONDecodeError:  # a torn write from an older run: grade again
         return False
+    return data.get("digest") == student.digest and data.get("final", data.get("status") == "graded")
 
 
-def _record(out: Path, student: Student, status: str, result: GradeResult | None) -> None:
-    data = {"student": student.name, "digest": student.digest, "status": status,
+def _record(out: Path, student: Student, status: str, result: GradeResult | None, *, final: bool = True) -> None:
+    data = {"student": student.name, "digest": student.digest, "status": status, "final": final,
             "result": result.to_dict() if result else None}
     feedback = to_markdown([result]) if result else f"## {student.name}\n\nNot graded: {status}\n"
     _atomic_write(out / "students" / f"{student.name}.md", feedback)
     _atomic_write(out / "students" / f"{student.name}.json", json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _grade_chunk(course: Course, out: Path, chunk: list[Student], units: list[str] | None) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        ready: list[tuple[Student, Path]] = []
-        for student in chunk:
+def _one_line(text: str, limit: int = 300) -> str:
+    return " ".join(text.split())[-limit:]
+
+
+class _Runner:
+    """Grades chunks in grader processes of their own sessions, and stops them all on request."""
+
+    def __init__(self, course: Course, out: Path, units: list[str] | None, budget: float):
+        self.course, self.out, self.units, self.budget = course, out, units, budget
+        self.stopping = threading.Event()
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            for proc in self._procs:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def _grade(self, paths: list[Path], report: Path, seconds: float) -> tuple[int | None, str]:
+        """Exit code (None: out of time) and stderr of one grader process."""
+        unit_args = [arg for unit in self.units or [] for arg in ("--unit", unit)]
+        command = [sys.executable, "-m", "autograder.cli", "grade", *map(str, paths), *unit_args,
+                   "--format", "json", "-o", str(report)]
+        with self._lock:
+            if self.stopping.is_set():
+                return None, "stopped"
+            # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
+            proc = subprocess.Popen(command, cwd=self.course.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                    env={**os.environ, "ATTN_COURSE_ROOT": str(self.course.root)})
+            self._procs.add(proc)
+        try:
+            _, err = proc.communicate(timeout=seconds)
+            return proc.returncode, err
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return None, f"grading took longer than its budget ({seconds:g} s)"
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
             try:
-                ready.append((student, collect(student.source, Path(tmp) / student.name, course)))
-            except SubmissionError as error:
-                _record(out, student, str(error), None)
-        if not ready:
-            return
-        report = Path(tmp) / "report.json"
-        unit_args = [arg for unit in units or [] for arg in ("--unit", unit)]
-        proc = subprocess.run(
-            [sys.executable, "-m", "autograder.cli", "grade", *(str(p) for _, p in ready), *unit_args,
-             "--format", "json", "-o", str(report)],
-            cwd=course.root, capture_output=True, text=True, env={**os.environ, "ATTN_COURSE_ROOT": str(course.root)},
-        )
-        if proc.returncode != 0:
-            for student, _ in ready:
-                _record(out, student, f"grader failure (exit {proc.returncode}): {proc.stderr.strip()[-300:]}", None)
-            return
-        data = json.loads(report.read_text(encoding="utf-8"))
-        for (student, _), result in zip(ready, data if isinstance(data, list) else [data]):
-            _record(out, student, "graded", GradeResult.from_dict(result))
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever the grader left in its session
+            except OSError:
+                pass
+
+    def chunk(self, chunk: list[Student]) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            ready: list[tuple[Student, Path]] = []
+            for i, student in enumerate(chunk):
+                # Numbered folders: no upload's name can collide with another's or with the report.
+                try:
+                    ready.append((student, collect(student.source, Path(tmp) / "subs" / f"{i:04d}", self.course)))
+                except SubmissionError as error:
+                    _record(self.out, student, _one_line(str(error)), None)
+            if ready:
+                self._grade_ready(ready, Path(tmp) / "report.json")
+
+    def _grade_ready(self, ready: list[tuple[Student, Path]], report: Path) -> None:
+        # One student's budget more than the chunk's students, for the grader's own start-up.
+        code, err = self._grade([p for _, p in ready], report, self.budget * (len(ready) + 1))
+        if self.stopping.is_set():
+            return  # cut short: nothing recorded, the next run grades them
+        results = None
+        if code == 0:
+            try:
+                data = json.loads(report.read_text(encoding="utf-8"))
+                results = [GradeResult.from_dict(r) for r in (data if isinstance(data, list) else [data])]
+            except (OSError, ValueError, KeyError, TypeError):
+                results = None
+        if results is not None and len(results) == len(ready):
+            for (student, _), result in zip(ready, results):
+                result.submission = student.name  # never the temporary path
+                _record(self.out, student, "graded", result)
+        elif len(ready) > 1:
+            for one in ready:  # one student's upload broke the chunk: find whose
+                self._grade_ready([one], report)
+        else:
+            why = f"exit {code}" if code is not None else "time budget exhausted"
+            _record(self.out, ready[0][0], f"grader failure ({why}): {_one_line(err)}", None, final=False)
+
+
+def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
+    size = max(1, min(CHUNK, math.ceil(len(todo) / max(jobs, 1))))  # -j 2 uses two processes for any class of two
+    return [todo[i : i + size] for i in range(0, len(todo), size)]
 
 
 def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, units: list[str] | None = None,
-                show_progress: bool = True) -> dict:
+                show_progress: bool = True, student_budget: float = STUDENT_BUDGET, gradebook: str = "default",
+                roster: dict[str, dict[str, str]] | None = None) -> dict:
     """Grade every student not yet graded; return the summary (also written to ``out``)."""
-    students = discover(submissions)
+    students, clashes = discover(submissions)
+    for clash in clashes:
+        print(f"attn-course: uploads {', '.join(clash['uploads'])} share the name {clash['name']!r}; "
+              f"graded as {', '.join(clash['graded_as'])}", file=sys.stderr)
     todo = [s for s in students if not _done(out, s)]
-    chunks = [todo[i : i + CHUNK] for i in range(0, len(todo), CHUNK)]
-    with Progress(disable=not show_progress) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
-        task = progress.add_task("grading", total=len(todo))
-        futures = {pool.submit(_grade_chunk, course, out, chunk, units): len(chunk) for chunk in chunks}
-        for future in as_completed(futures):
-            future.result()
-            progress.advance(task, futures[future])
+    runner = _Runner(course, out, units, student_budget)
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda *_: runner.stop())
+    try:
+        with Progress(disable=not show_progress) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
+            task = progress.add_task("grading", total=len(todo))
+            pending = {pool.submit(runner.chunk, chunk): len(chunk) for chunk in _chunks(todo, jobs)}
+            while pending:
+                # A short wait, so the main thread runs its signal handlers at once.
+                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()
+                    progress.advance(task, pending.pop(future))
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if runner.stopping.is_set():
+        left = sum(not _done(out, s) for s in students)
+        raise BatchInterrupted(f"stopped: {len(students) - left} of {len(students)} students are recorded; "
+                               f"run the same command again to grade the {left} left")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib)
+    summary = write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
+                              layout=gradebook, roster=roster)
+    if clashes:
+        summary["name_clashes"] = clashes
+        _atomic_write(out / "summary.json", json.dumps(summary, indent=2))
+        with open(out / "summary.md", "a", encoding="utf-8") as handle:
+            handle.write("\n## Name clashes\n\n" + "".join(
+                f"- {', '.join(c['uploads'])}: graded as {', '.join(c['graded_as'])}\n" for c in clashes))
+    return summary
 
 
 def write_gradebook(course: Course, out: Path, students: list[Student], units: list[str] | None,
-                    *, graded_now: int, peak_mib: float) -> dict:
+                    *, graded_now: int, peak_mib: float, layout: str = "default",
+                    roster: dict[str, dict[str, str]] | None = None) -> dict:
     names = [u.name for u in course.select(units)]
     records = [json.loads((out / "students" / f"{s.name}.json").read_text(encoding="utf-8")) for s in students]
     possible = {}
     for record in records:
         for name, unit in ((record["result"] or {}).get("units") or {}).items():
             possible[name] = unit["max_score"]
-    table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(["student", "status", *names, "total"])
-    writer.writerow(["Points Possible", "", *(f"{possible.get(n, 0):g}" for n in names), f"{sum(possible.get(n, 0) for n in names):g}"])
     totals, failures = [], Counter()
     for record in records:
         units_done = (record["result"] or {}).get("units", {})
-        scores = [units_done.get(n, {}).get("score", 0) for n in names]
-        totals.append(sum(scores))
-        writer.writerow([record["student"], record["status"], *(f"{s:g}" for s in scores), f"{sum(scores):g}"])
+        totals.append(sum(units_done.get(n, {}).get("score", 0) for n in names))
         for name, unit in units_done.items():
             failures.update((name, t["name"]) for t in unit["tests"] if t["status"] == "failed")
-    _atomic_write(out / "gradebook.csv", table.getvalue())
+    _atomic_write(out / "gradebook.csv", gradebook_csv(names, possible, records, layout=layout, roster=roster))
     maximum = sum(possible.get(n, 0) for n in names) or 1
     bins = Counter(min(int(10 * t / maximum), 9) for t in totals)
     summary = {

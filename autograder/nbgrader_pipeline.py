@@ -12,6 +12,13 @@ and ``gradebook.db`` there. The steps::
     export      nbgrader export to CSV
     all         generate, collect, autograde, feedback, export
 
+Sandboxed kernels. nbgrader executes every notebook in a kernel started by
+:class:`autograder.nbgrader_kernel.SandboxedKernelManager` (set in the course's
+``nbgrader_config.py``): its own uid, no view of the course folder, the
+gradebook, the solutions or any other student's files, and nothing it starts
+outlives the notebook. Only this trusted process writes the gradebook, the
+autograded notebooks' outputs and the feedback.
+
 Why re-score. The student's code runs in the same kernel as nbgrader's test
 cells, so anything the kernel says can be patched (``torch.allclose =
 lambda *a, **k: True``). So the kernel's verdict never counts: before any
@@ -35,6 +42,7 @@ crash, never free points) and a deleted one is added back.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
 import resource
@@ -188,9 +196,20 @@ def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path
             target = course_dir / "submitted" / student_dir.name / unit / f"{unit}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(matches[0], target)
+            (target.parent / "timestamp.txt").write_text(_timestamp(matches[0]), encoding="utf-8")
             found.append(f"{student_dir.name}/{unit}")
     print(f"collected {len(found)} notebooks from {inbox}")
     return found
+
+
+def _timestamp(notebook: Path) -> str:
+    """When it was handed in, for nbgrader's late penalties: a ``timestamp.txt`` beside the
+    notebook in the inbox (nbgrader's exchange writes one), else the notebook's modification time."""
+    given = notebook.parent / "timestamp.txt"
+    if given.is_file():
+        return given.read_text(encoding="utf-8").strip()[:64]
+    when = datetime.datetime.fromtimestamp(notebook.stat().st_mtime, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
 def extract(course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:

@@ -18,6 +18,10 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
 # The kernel: ipykernel's "python3" spec in the virtual environment that runs
 # nbgrader (jupyter_client starts it with that same interpreter).
 c.Execute.kernel_name = "python3"
+# ...started inside a sandbox (bubblewrap): its own uid, no view of this folder, the
+# gradebook, the solutions, the hidden tests or any other student's notebook, and every
+# process a cell starts ends with the kernel. See autograder/nbgrader_kernel.py.
+c.Execute.kernel_manager_class = "autograder.nbgrader_kernel.SandboxedKernelManager"
 c.OverwriteKernelspec.enabled = True
 # Per-cell time limit: an endless loop costs that cell, the kernel is interrupted
 # and the next cells still run.

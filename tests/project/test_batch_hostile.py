@@ -1,0 +1,146 @@
+"""A class batch that one student cannot stop (issue 15): whatever one upload
+does, every classmate is graded, and a stopped batch resumes.
+
+The uploads are built by tests/hostile/batch/uploads.py.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT, attn_course
+import mutants
+from autograder.batch import Student, _chunks
+
+sys.path.insert(0, str(ROOT / "tests" / "hostile" / "batch"))
+import uploads  # noqa: E402
+
+SOLUTION = (ROOT / "solutions" / "attention.py").read_text(encoding="utf-8")
+
+
+def _honest(subs: Path, name: str) -> str:
+    (subs / name).mkdir()
+    (subs / name / "attention.py").write_text(SOLUTION, encoding="utf-8")
+    return name
+
+
+def _book(out: Path) -> dict[str, list[str]]:
+    return {row[0]: row for row in csv.reader((out / "gradebook.csv").open(encoding="utf-8"))}
+
+
+def _batch(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    return attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress", *extra,
+                       check=check)
+
+
+def test_no_upload_stops_or_poisons_the_batch(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    honest = [_honest(subs, "carol")]
+    mutants.write("attention.py", next(m for m in mutants.load("attention") if m["name"] == "no_scale"), subs / "bob")
+    hostile = [uploads.make_deep_zip(ROOT, subs), uploads.make_deep_folder(ROOT, subs),
+               uploads.make_sparse_file(ROOT, subs), uploads.make_decode_crash(ROOT, subs),
+               uploads.make_report_json(ROOT, subs)]
+    zed, zed_zip = uploads.make_clash(ROOT, subs)
+    alice, alice_zip = uploads.make_over_alice(ROOT, subs)
+    started = time.monotonic()
+    try:
+        proc = _batch(subs, out, "-j", "2")
+    finally:
+        # pytest's own clean-up of old tmp folders recurses, and would fail on the deep folder later.
+        subprocess.run(["rm", "-rf", str(subs / "deep_folder")], check=True)
+    book = _book(out)
+    possible = float(book["Points Possible"][2])
+    assert possible > 0
+    # Every honest classmate is graded on their own code, full marks.
+    for name in (*honest, zed, alice, "report.json", "sparse_file"):
+        assert book[name][1] == "graded" and float(book[name][2]) == possible, (name, book[name])
+    assert 0 < float(book["bob"][2]) < possible
+    # The clashing uploads are graded too, under their own names, on their own code.
+    assert book[zed_zip][1] == "graded" and float(book[zed_zip][2]) == 0
+    assert book[alice_zip][1] == "graded" and float(book[alice_zip][2]) < possible
+    assert "share the name 'zed'" in proc.stderr and "share the name 'alice'" in proc.stderr
+    clashes = json.loads((out / "summary.json").read_text())["name_clashes"]
+    assert {c["name"] for c in clashes} == {"zed", "alice"}
+    # The hostile uploads cost only themselves, with a status that says why.
+    assert "nested more than" in book["deep_zip"][1] and "nested more than" in book["deep_folder"][1]
+    assert float(book["decode_crash"][2]) == 0
+    assert set(book) == {"student", "Points Possible", "bob", "carol", *hostile, zed, zed_zip, alice, alice_zip}
+    # Nothing a student or instructor receives names a temporary folder.
+    for record in (out / "students").iterdir():
+        text = record.read_text(encoding="utf-8")
+        assert "/tmp" not in text and str(tmp_path) not in text, record.name
+    assert all("\n" not in cell for row in book.values() for cell in row)
+    assert time.monotonic() - started < 900
+
+
+def test_a_chunk_out_of_time_costs_only_the_slow_student_and_is_graded_again(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    dora = _honest(subs, "dora")
+    slow = uploads.make_slow(ROOT, subs)
+    # One chunk of two; each student's budget is 8 s (the chunk's is one budget per student,
+    # plus one for start-up), far less than 0.9 s per call takes.
+    _batch(subs, out, "-j", "1", "--student-budget", "8")
+    book = _book(out)
+    assert book[dora][1] == "graded" and float(book[dora][2]) == float(book["Points Possible"][2])
+    assert "time budget exhausted" in book[slow][1] and float(book[slow][2]) == 0
+    # A failure is never final: the next run grades the slow student again, and only them.
+    _batch(subs, out, "-j", "1", "--student-budget", "8")
+    assert json.loads((out / "summary.json").read_text())["graded_now"] == 1
+
+
+def _graders_of(pid: int) -> list[int]:
+    """Grader processes the batch started (they run in sessions of their own)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if b"autograder.cli" in cmd and b"grade" in cmd and int(stat[1]) == pid and stat[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def test_ctrl_c_stops_cleanly_records_nothing_cut_short_and_resumes(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    names = [_honest(subs, n) for n in ("s1", "s2", "s3")]
+    batch = subprocess.Popen([sys.executable, "-m", "autograder.cli", "grade-batch", str(subs), "-o", str(out),
+                              "-j", "1", "--unit", "attention", "--no-progress"],
+                             cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _graders_of(batch.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    graders = _graders_of(batch.pid)
+    assert graders, "the batch never started a grader"
+    os.killpg(batch.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+    stopped = time.monotonic()
+    _, err = batch.communicate(timeout=60)
+    assert time.monotonic() - stopped < 15, "the batch took too long to stop"
+    assert batch.returncode == 130, err
+    assert "run the same command again" in err and "Traceback" not in err
+    assert not list((out / "students").glob("*.json")) if (out / "students").exists() else True
+    time.sleep(0.5)
+    assert not [pid for pid in graders if Path(f"/proc/{pid}").exists()
+                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    _batch(subs, out)
+    book = _book(out)
+    assert all(book[n][1] == "graded" and float(book[n][2]) == float(book["Points Possible"][2]) for n in names)
+    assert json.loads((out / "summary.json").read_text())["graded_now"] == 3
+
+
+def test_two_jobs_use_two_processes_for_a_class_of_two():
+    two = [Student(n, Path(n), n) for n in ("a", "b")]
+    assert [len(c) for c in _chunks(two, 2)] == [1, 1]
+    eleven = [Student(str(i), Path(str(i)), str(i)) for i in range(11)]
+    assert [len(c) for c in _chunks(eleven, 2)] == [5, 5, 1]
+    assert [len(c) for c in _chunks(eleven, 1)] == [5, 5, 1]
