@@ -41,10 +41,16 @@ def check_gradients(
         if isinstance(o, torch.Tensor) and o.is_floating_point() else None,
     )
     analytic_grads = run(build(tensors, grad_outputs)).arg_grads[: len(tensors)]
+    # Shapes first: a mismatched pair would broadcast, and (n, 1) * (1, n) allocates n * n.
+    _same_shapes(analytic_grads, tensors, "gradient")
     vs = [v for v in leaves_of(grad_outputs) if isinstance(v, torch.Tensor)]
 
     def project(output) -> float:
-        outs = [o for o, v in zip(leaves_of(output), leaves_of(grad_outputs)) if isinstance(v, torch.Tensor)]
+        leaves = leaves_of(output)
+        if len(leaves) != len(leaves_of(grad_outputs)):
+            raise AssertionError("the output's structure changed between calls on nearby inputs")
+        outs = [o for o, v in zip(leaves, leaves_of(grad_outputs)) if isinstance(v, torch.Tensor)]
+        _same_shapes(outs, vs, "output")
         return sum(float((o.double() * v.double()).sum()) for o, v in zip(outs, vs))
 
     for k in range(directions):
@@ -58,3 +64,13 @@ def check_gradients(
                 f"gradients disagree with finite differences: along random direction {k + 1}, "
                 f"autograd gives {analytic:.8g} but the function changes at rate {numeric:.8g}"
             )
+
+
+def _same_shapes(got, expected: list[torch.Tensor], what: str) -> None:
+    """Each of ``got`` is a plain tensor shaped like its ``expected`` counterpart."""
+    if len(got) != len(expected):
+        raise AssertionError(f"expected {len(expected)} {what}s, got {len(got)}")
+    for g, e in zip(got, expected):
+        if type(g) is not torch.Tensor or g.shape != e.shape:
+            found = f"shape {tuple(g.shape)}" if isinstance(g, torch.Tensor) else type(g).__name__
+            raise AssertionError(f"a {what} should have shape {tuple(e.shape)}, got {found}")

@@ -7,7 +7,15 @@ explicitly (tuples, lists, dicts, dtypes, devices, :class:`New` recipes,
 tensors), so the decoder builds only plain data and plain ``torch.Tensor``
 objects, and it checks every tensor against the dtype and shape its header
 declares. A frame from the worker is untrusted: anything malformed raises
-:class:`ProtocolError`, which the trusted side turns into a failed call.
+:class:`ProtocolError` (and nothing else), which the trusted side turns into
+a failed call.
+
+The limits fit the course's tensors, so that what a worker declares costs the
+trusted side little: a full grade of solutions/ sends frames of at most 385 KiB
+(2.4 KiB of header; the largest tensor has 98,304 elements), and every limit
+below is about 10x that. The bytes every tensor of a frame declares, meta
+tensors included (they cost nothing to build, but the tests allocate from
+their shape), count against the same budget as the blob.
 
 Frame: ``b"ATN1"``, header length (u32, big-endian), blob length (u64),
 the UTF-8 JSON header, then the blob.
@@ -16,17 +24,27 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import struct
+import time
 
 import torch
 
+from .redact import MESSAGE_LIMIT, Redactor
 from .subject import Call, New, Result, StudentError
 
 MAGIC = b"ATN1"
 _PREFIX = struct.Struct(">4sIQ")
-MAX_HEADER = 32 << 20  # bytes of JSON a frame may carry
-MAX_BLOB = 1 << 30  # bytes of tensor data a frame may carry
+MAX_HEADER = 64 << 10  # bytes of JSON a frame may carry
+MAX_BLOB = 4 << 20  # bytes of tensor data a frame may carry, and bytes its tensors may declare
+MAX_DIMS = 16  # the course's tensors have at most 5
 MAX_DEPTH = 32
+# A reader buffers at most two whole frames: a worker answers one call at a time.
+MAX_BUFFERED = 2 * (_PREFIX.size + MAX_HEADER + MAX_BLOB)
+# The fields each tag may have; anything else (strides, storage offsets...) is refused.
+_KEYS = {"tuple": {"$", "v"}, "list": {"$", "v"}, "dict": {"$", "v"}, "size": {"$", "v"}, "dtype": {"$", "v"},
+         "device": {"$", "v"}, "new": {"$", "target", "args", "kwargs", "state"},
+         "tensor": {"$", "dtype", "shape", "device", "at"}}
 
 _DTYPES: dict[str, torch.dtype] = {
     str(d).removeprefix("torch."): d
@@ -54,6 +72,8 @@ class _Encoder:
         self.offset = 0
 
     def blob(self) -> bytes:
+        if self.offset > MAX_BLOB:
+            raise TypeError(f"the tensors come to {self.offset} bytes; at most {MAX_BLOB} can be sent")
         out = bytearray(self.offset)
         for at, data in self.chunks:
             out[at:at + len(data)] = data
@@ -107,8 +127,12 @@ class _Encoder:
 
 
 class _Decoder:
-    def __init__(self, blob: bytes, devices: bool):
-        self.blob, self.devices = bytearray(blob), devices
+    def __init__(self, blob: bytes | bytearray, devices: bool):
+        # frombuffer wants writable memory; a reader's blob is a private bytearray already.
+        self.blob = blob if type(blob) is bytearray else bytearray(blob)
+        self.devices = devices
+        self.end = 0  # tensors' byte ranges follow each other, as the encoder lays them out
+        self.declared = 0  # bytes declared by the tensors so far, meta tensors included
 
     def value(self, x, depth: int = 0):
         if depth > MAX_DEPTH:
@@ -118,6 +142,10 @@ class _Decoder:
         if type(x) is not dict or "$" not in x:
             raise ProtocolError(f"untagged {type(x).__name__} in a message")
         tag = x["$"]
+        if type(tag) is not str or tag not in _KEYS:
+            raise ProtocolError(f"unknown tag {str(tag)[:40]!r}")
+        if not x.keys() <= _KEYS[tag]:
+            raise ProtocolError(f"unexpected fields in a {tag}")
         if tag in ("tuple", "list"):
             items = _list(x.get("v"))
             out = [self.value(v, depth + 1) for v in items]
@@ -149,31 +177,34 @@ class _Decoder:
             if type(args) is not tuple or type(kwargs) is not dict or not (state is None or type(state) is dict):
                 raise ProtocolError("malformed object recipe")
             return New(target, args, kwargs, state)
-        if tag == "tensor":
-            return self.tensor(x)
-        raise ProtocolError(f"unknown tag {str(tag)[:40]!r}")
+        return self.tensor(x)
 
     def tensor(self, x: dict) -> torch.Tensor:
         dtype = _dtype(x.get("dtype"))
         shape = x.get("shape")
-        if type(shape) is not list or not all(type(n) is int and 0 <= n < 2**40 for n in shape) or len(shape) > 64:
+        if (type(shape) is not list or len(shape) > MAX_DIMS
+                or not all(type(n) is int and 0 <= n <= MAX_BLOB for n in shape)):
             raise ProtocolError("malformed tensor shape")
-        device = _device(x.get("device"))
-        if device.type == "meta":
-            return torch.empty(shape, dtype=dtype, device="meta")
         numel = 1
         for n in shape:
             numel *= n
         size = numel * _ITEMSIZE[dtype]
+        self.declared += size
+        if self.declared > MAX_BLOB:
+            raise ProtocolError(f"the tensors of a reply declare more than {MAX_BLOB} bytes")
+        device = _device(x.get("device"))
         at = x.get("at")
-        if numel == 0:
+        if device.type == "meta" or numel == 0:
             if at is not None:
-                raise ProtocolError("an empty tensor carries data")
-            t = torch.empty(shape, dtype=dtype)
+                raise ProtocolError("a meta or empty tensor carries data")
+            t = torch.empty(shape, dtype=dtype, device="meta" if device.type == "meta" else "cpu")
+            if device.type == "meta":
+                return t
         else:
             if (type(at) is not list or len(at) != 2 or not all(type(n) is int for n in at)
-                    or at[1] != size or at[0] < 0 or at[0] % 16 or at[0] + size > len(self.blob)):
+                    or at[1] != size or at[0] < self.end or at[0] % 16 or at[0] + size > len(self.blob)):
                 raise ProtocolError("a tensor's data does not match its declared dtype and shape")
+            self.end = at[0] + size
             t = torch.frombuffer(self.blob, dtype=dtype, count=numel, offset=at[0]).reshape(shape)
         if device.type != "cpu":
             if not self.devices:
@@ -221,6 +252,8 @@ def pack(header: dict, values: dict | None = None) -> bytes:
     if values is not None:
         header = {**header, "values": {k: enc.value(v) for k, v in values.items()}}
     head = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    if len(head) > MAX_HEADER:
+        raise TypeError(f"the values come to {len(head)} bytes of JSON; at most {MAX_HEADER} can be sent")
     blob = enc.blob()
     return _PREFIX.pack(MAGIC, len(head), len(blob)) + head + blob
 
@@ -239,8 +272,10 @@ def unpack(head: bytes, blob: bytes, *, devices: bool = True) -> tuple[dict, dic
     dec = _Decoder(blob, devices)
     try:
         values = {k: dec.value(v) for k, v in raw.items()}
-    except RecursionError:
-        raise ProtocolError("value nested too deeply") from None
+    except ProtocolError:
+        raise
+    except Exception as error:  # noqa: BLE001 - whatever torch or Python make of a crafted value
+        raise ProtocolError(f"an undecodable value ({type(error).__name__})") from None
     return header, values
 
 
@@ -256,18 +291,48 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def _sizes(buffer, at: int = 0) -> tuple[int, int]:
+    magic, n_head, n_blob = _PREFIX.unpack_from(buffer, at)
+    if magic != MAGIC:
+        raise ProtocolError("a frame does not start with the magic bytes")
+    if n_head > MAX_HEADER or n_blob > MAX_BLOB:
+        raise ProtocolError(f"a frame of {n_head} + {n_blob} bytes is over the limits ({MAX_HEADER} + {MAX_BLOB})")
+    return n_head, n_blob
+
+
 def read_frame(fd: int, *, devices: bool = True) -> tuple[dict, dict]:
-    magic, n_head, n_blob = _PREFIX.unpack(read_exact(fd, _PREFIX.size))
-    if magic != MAGIC or n_head > MAX_HEADER or n_blob > MAX_BLOB:
-        raise ProtocolError("bad frame")
+    n_head, n_blob = _sizes(read_exact(fd, _PREFIX.size))
     head = read_exact(fd, n_head)
-    return unpack(head, read_exact(fd, n_blob), devices=devices)
+    return unpack(head, bytearray(read_exact(fd, n_blob)), devices=devices)
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes, *, timeout: float | None = None) -> None:
+    """Write all of ``data``; with ``timeout``, raise TimeoutError unless it is written within that many seconds.
+
+    A reader that stops reading (its pipe shrunk to one page, say) then costs
+    the writer ``timeout`` seconds, never a blocked process.
+    """
     view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    if timeout is None:
+        while view:
+            view = view[os.write(fd, view):]
+        return
+    deadline = time.monotonic() + timeout
+    blocking = os.get_blocking(fd)
+    os.set_blocking(fd, False)
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    try:
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poll.poll(left * 1000):
+                raise TimeoutError(f"the reader took in {len(data) - len(view)} of {len(data)} bytes in {timeout:g} s")
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                continue
+    finally:
+        os.set_blocking(fd, blocking)
 
 
 class FrameReader:
@@ -277,26 +342,33 @@ class FrameReader:
         self.buffer = bytearray()
 
     def feed(self, data: bytes) -> None:
+        """Buffer ``data``; raises ProtocolError at once for a frame over the limits, or a flood.
+
+        Every frame prefix in the buffer is checked here, so that ``frame``
+        never meets a bad one.
+        """
+        if len(self.buffer) + len(data) > MAX_BUFFERED:
+            raise ProtocolError(f"the worker sent more than {MAX_BUFFERED} bytes of frames at once")
         self.buffer += data
+        at = 0
+        while len(self.buffer) - at >= _PREFIX.size:
+            n_head, n_blob = _sizes(self.buffer, at)
+            at += _PREFIX.size + n_head + n_blob
 
     def frame_ready(self) -> bool:
         if len(self.buffer) < _PREFIX.size:
             return False
-        _, n_head, n_blob = _PREFIX.unpack_from(self.buffer)
+        n_head, n_blob = _sizes(self.buffer)
         return len(self.buffer) >= _PREFIX.size + n_head + n_blob
 
-    def frame(self) -> tuple[bytes, bytes] | None:
+    def frame(self) -> tuple[bytes, bytearray] | None:
         """The next complete frame's (header, blob), if one has arrived."""
-        if len(self.buffer) < _PREFIX.size:
+        if not self.frame_ready():
             return None
-        magic, n_head, n_blob = _PREFIX.unpack_from(self.buffer)
-        if magic != MAGIC or n_head > MAX_HEADER or n_blob > MAX_BLOB:
-            raise ProtocolError("the worker sent a malformed frame")
+        n_head, n_blob = _sizes(self.buffer)
         end = _PREFIX.size + n_head + n_blob
-        if len(self.buffer) < end:
-            return None
         head = bytes(self.buffer[_PREFIX.size:_PREFIX.size + n_head])
-        blob = bytes(self.buffer[_PREFIX.size + n_head:end])
+        blob = self.buffer[_PREFIX.size + n_head:end]
         del self.buffer[:end]
         return head, blob
 
@@ -340,9 +412,14 @@ def error_header(error: StudentError) -> dict:
     return {"kind": str(error.kind), "message": str(error.message), "where": str(error.where)}
 
 
-def error_from(header: dict) -> StudentError:
+_CAP_ONLY = Redactor(())
+
+
+def error_from(header: dict, redactor: Redactor | None = None) -> StudentError:
+    """The worker's error report, cut to size and, given ``redactor``, without any stand-in text."""
     fields = [header.get(k) for k in ("kind", "message", "where")]
     if not all(type(f) is str for f in fields):
         raise ProtocolError("malformed error report")
-    kind, message, where = (f[:2000] for f in fields)
-    return StudentError(kind[:100], message, where[:200])
+    clean = (redactor or _CAP_ONLY).clean
+    kind, message, where = fields
+    return StudentError(clean(kind, 100), clean(message, MESSAGE_LIMIT), clean(where, 200))
