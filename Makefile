@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo plots test build clean
+.PHONY: install browser demo plots test build clean gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ plots: install
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
 test: install browser
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
+
+# CUDA parity of every unit on the reference and two device mutants; says so and exits 0 without CUDA.
+gpu-check: install
+	$(BIN)/python benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

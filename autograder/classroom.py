@@ -1,10 +1,17 @@
 """GitHub Classroom: a workflow for student repositories, and result payloads
 in the format ``classroom-resources/autograding-grading-reporter`` reads.
 
-The reporter takes a list of runner ids; for each it decodes the environment
-variable ``<ID>_RESULTS`` (base64 JSON: version, status, max_score, tests with
-name, status, score, message) and prints "Points X/Y". Here each unit is one
-runner, so students see their points unit by unit.
+The reporter (v1, ``dist/main.js``) takes a list of runner ids; for each it
+decodes the environment variable ``<ID>_RESULTS`` (base64 JSON: version,
+status, max_score, tests with name, status, score, message, line_no) and
+annotates "Points X/Y" from the tests' scores. Here each unit is one runner, so
+students see their points unit by unit. What the reporter's code implies:
+
+* it prints "- line N" unless ``line_no`` is exactly 0;
+* it prints ``message`` only for tests whose status is ``error``: the reasons of
+  failed properties are therefore printed by the check step itself;
+* an empty ``<ID>_RESULTS`` makes ``JSON.parse`` throw and hides every runner
+  behind a misleading error, so every unit gets a payload, graded or not.
 """
 from __future__ import annotations
 
@@ -18,16 +25,31 @@ from .versions import requirement
 STEP_ID = "public-tests"
 
 
-def payloads(result: GradeResult) -> dict[str, dict]:
-    """Unit name -> the reporter's result object for that unit."""
-    out = {}
+def isolates(course: Course) -> bool:
+    """Whether a Classroom check can grade each unit with the stand-ins in place of
+    its siblings, as ``attn-course grade`` does (so its points are Gradescope's
+    visible points): only where the course's stand-in files are present."""
+    return all((course.root / path).is_file() for unit in course.units.values() for path in unit.stand_ins.values())
+
+
+def _not_checked(unit: str) -> dict:
+    message = f"{unit} was not checked in this run (0 points): run `attn-course check` without a unit to check it"
+    test = {"name": f"{unit}: not checked", "status": "error", "message": message, "line_no": 0,
+            "execution_time": "0ms", "score": 0}
+    return {"version": 1, "status": "error", "max_score": 0, "tests": [test]}
+
+
+def payloads(result: GradeResult, units: list[str]) -> dict[str, dict]:
+    """Unit name -> the reporter's result object, for each of ``units`` (a unit
+    that was not graded gets 0 points and says so)."""
+    out = {name: _not_checked(name) for name in units}
     for unit in result.units.values():
         tests = [
             {
                 "name": test.name,
                 "status": "pass" if test.status == "passed" else "fail",
                 "message": test.output or None,
-                "line_no": None,
+                "line_no": 0,
                 "execution_time": "0ms",
                 "score": test.score,
             }
@@ -39,11 +61,11 @@ def payloads(result: GradeResult) -> dict[str, dict]:
     return out
 
 
-def github_output(result: GradeResult) -> str:
+def github_output(result: GradeResult, units: list[str]) -> str:
     """``name=value`` lines for ``$GITHUB_OUTPUT``: one base64 payload per unit."""
     return "".join(
         f"{unit}={base64.b64encode(json.dumps(payload).encode()).decode()}\n"
-        for unit, payload in payloads(result).items()
+        for unit, payload in payloads(result, units).items()
     )
 
 

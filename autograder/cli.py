@@ -18,11 +18,11 @@ from pathlib import Path
 from rich.console import Console
 
 from . import classroom, gradescope, notebooks, stubgen
-from .formats import to_junit, to_markdown
+from .formats import read_roster, to_junit, to_markdown
 from .manifest import Course, load_course
 from .report import print_results
 
-EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER = 1, 2, 3
+EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER, EXIT_INTERRUPTED = 1, 2, 3, 130
 FORMATS = ("table", "json", "junit", "markdown", "classroom")
 
 
@@ -39,13 +39,21 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("-j", "--jobs", type=int, default=1, help="parallel grader processes")
     batch.add_argument("--unit", action="append", dest="units", metavar="UNIT")
     batch.add_argument("--no-progress", dest="progress", action="store_false")
+    batch.add_argument("--csv", choices=("default", "canvas"), default="default",
+                       help="gradebook.csv layout: canvas writes Canvas's gradebook import columns")
+    batch.add_argument("--roster", type=Path, metavar="FILE",
+                       help="canvas: CSV with a 'folder' column and Canvas's Student, ID, SIS User ID, SIS Login ID, Section")
+    batch.add_argument("--student-budget", type=float, default=None, metavar="SECONDS",
+                       help="wall-clock seconds per student before a grader process is killed (default 1200)")
 
     release = sub.add_parser("release", help="write the student bundle (no solutions, no hidden tests)")
     release.add_argument("out", type=Path)
 
     export = sub.add_parser("export", help="write a platform's grader")
-    export.add_argument("platform", choices=("gradescope", "classroom"))
-    export.add_argument("out", nargs="?", type=Path, help="classroom: the student repository folder")
+    export.add_argument("platform", choices=("gradescope", "classroom", "prairielearn"))
+    export.add_argument("out", nargs="?", type=Path,
+                        help="classroom: the student repository folder; prairielearn: the question folder")
+    export.add_argument("--image", default=None, help="prairielearn: the grading image's Docker Hub name")
     export.add_argument("-o", "--output", type=Path, help="gradescope: the zip to write (default autograder.zip)")
 
     for name, text in (("grade", "grade submissions with the public and hidden suites"),
@@ -80,7 +88,7 @@ def _render(results, args) -> str | None:
     if args.format == "markdown":
         return to_markdown(results)
     if args.format == "classroom":
-        return "".join(classroom.github_output(r) for r in results)
+        return "".join(classroom.github_output(r, list(args.course.units)) for r in results)
     return None
 
 
@@ -95,6 +103,8 @@ def _emit(results, args) -> None:
         # $GITHUB_OUTPUT collects every step's outputs: append to it, never overwrite.
         with args.output.open("a" if args.format == "classroom" else "w", encoding="utf-8") as handle:
             handle.write(text)
+        if args.format == "classroom":  # the reporter shows no failure's reason: the step's log does
+            print_results(results, verbose=True)
     else:
         sys.stdout.write(text)
 
@@ -119,17 +129,34 @@ def _delivery(course: Course, args) -> int:
             print(f"attn-course: {error}", file=sys.stderr)
             return EXIT_USAGE
     elif args.command == "grade-batch":
-        from .batch import grade_batch
+        from .batch import STUDENT_BUDGET, BatchInterrupted, grade_batch
 
         if not args.submissions.is_dir():
             print(f"attn-course: no such folder: {args.submissions}", file=sys.stderr)
             return EXIT_USAGE
-        summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
-                              show_progress=args.progress)
+        try:
+            roster = read_roster(args.roster) if args.roster else None
+        except (OSError, ValueError, UnicodeDecodeError) as error:
+            print(f"attn-course: the roster cannot be read: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
+                                  show_progress=args.progress, student_budget=args.student_budget or STUDENT_BUDGET,
+                                  gradebook=args.csv, roster=roster)
+        except BatchInterrupted as stop:
+            print(f"attn-course: {stop}", file=sys.stderr)
+            return EXIT_INTERRUPTED
         print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
               f"gradable); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
     elif args.platform == "gradescope":
         print(f"wrote {gradescope.export(course, args.output or Path('autograder.zip'))}")
+    elif args.platform == "prairielearn":
+        from . import prairielearn
+
+        if args.out is None:
+            print("attn-course: export prairielearn needs the question folder", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"wrote {prairielearn.export(course, args.out, args.image or prairielearn.DEFAULT_IMAGE)}")
     else:
         if args.out is None:
             print("attn-course: export classroom needs the student repository folder", file=sys.stderr)
@@ -164,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in course.commands:
         return _course_command(course, argv[0], argv[1:])
     args = _parser().parse_args(argv)
+    args.course = course
     if args.command == "build":
         return _build(course, args.check)
     if args.command in ("release", "grade-batch", "export"):
@@ -174,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         folders = [args.path or course.assignments]
         args.units = (args.units or []) + args.unit_args
-        # Checking your own work: only the public tests, and your own siblings (no stand-ins).
-        options = {"suites": ("public",), "isolate": False, "sandbox": False}
+        # Checking your own work: only the public tests, and your own siblings (no stand-ins);
+        # for Classroom, the stand-ins where they are present, as `grade` uses them.
+        isolate = args.format == "classroom" and classroom.isolates(course)
+        options = {"suites": ("public",), "isolate": isolate, "sandbox": False}
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         print(f"attn-course: no such submission folder: {', '.join(missing)}", file=sys.stderr)

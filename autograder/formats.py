@@ -1,34 +1,56 @@
-"""Report formats written from the one result model: JUnit XML and Markdown."""
+"""Report formats written from the one result model: JUnit XML, Markdown and gradebook CSV."""
 from __future__ import annotations
 
+import csv
+import io
+import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from .results import GradeResult
 
+# XML 1.0 admits no C0 control character but tab, newline and carriage return;
+# student code controls error messages, so these are stripped before writing.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    return _NOT_XML.sub("", text)
+
+
+def _points(score: float, max_score: float) -> str:
+    return f"points: {score:g}/{max_score:g}"
+
 
 def to_junit(results: list[GradeResult]) -> str:
-    """One <testsuite> per (submission, unit), one <testcase> per property;
-    points go in <properties>, as CI dashboards read them."""
+    """One <testsuite> per (submission, unit), named ``<submission>.<unit>``, one
+    <testcase> per property. The shape is Jenkins xunit's junit-10.xsd: points sit
+    in the suite's <properties> (one ``points:<property>`` entry per case) and in
+    each case's <system-out>. The result model keeps no durations, so ``time`` is 0."""
     suites = ET.Element("testsuites")
     for result in results:
         for unit in result.units.values():
             failed = sum(t.status == "failed" for t in unit.tests)
             skipped = sum(t.status == "skipped" for t in unit.tests)
-            suite = ET.SubElement(suites, "testsuite", name=unit.name, tests=str(len(unit.tests)),
-                                  failures=str(failed), skipped=str(skipped), errors="0")
+            suite_name = xml_text(f"{result.submission}.{unit.name}")
+            suite = ET.SubElement(suites, "testsuite", name=suite_name, tests=str(len(unit.tests)),
+                                  failures=str(failed), skipped=str(skipped), errors="0", time="0")
             props = ET.SubElement(suite, "properties")
-            for name, value in (("submission", result.submission), ("score", unit.score),
-                                ("max_score", unit.max_score), ("status", unit.status)):
-                ET.SubElement(props, "property", name=name, value=str(value))
+            for name, value in (("submission", result.submission), ("unit", unit.name), ("score", f"{unit.score:g}"),
+                                ("max_score", f"{unit.max_score:g}"), ("status", unit.status),
+                                ("message", unit.message)):
+                ET.SubElement(props, "property", name=name, value=xml_text(value))
             for test in unit.tests:
-                case = ET.SubElement(suite, "testcase", classname=unit.name, name=test.name)
-                case_props = ET.SubElement(case, "properties")
-                ET.SubElement(case_props, "property", name="score", value=f"{test.score:g}")
-                ET.SubElement(case_props, "property", name="max_score", value=f"{test.max_score:g}")
+                ET.SubElement(props, "property", name=xml_text(f"points:{test.name}"),
+                              value=f"{test.score:g}/{test.max_score:g}")
+            for test in unit.tests:
+                case = ET.SubElement(suite, "testcase", classname=suite_name, name=xml_text(test.name), time="0")
+                output = xml_text(test.output)
                 if test.status == "failed":
-                    ET.SubElement(case, "failure", message=test.output[:500]).text = test.output
+                    ET.SubElement(case, "failure", message=output[:500]).text = output
                 elif test.status == "skipped":
-                    ET.SubElement(case, "skipped", message=test.output)
+                    ET.SubElement(case, "skipped", message=output)
+                ET.SubElement(case, "system-out").text = _points(test.score, test.max_score)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -50,3 +72,51 @@ def to_markdown(results: list[GradeResult]) -> str:
             lines += [f"| {unit} | {_cell(t.name)} | {t.score:g}/{t.max_score:g} | {_cell(t.output)} |" for unit, t in failures]
         lines.append("")
     return "\n".join(lines)
+
+
+CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+
+
+_LINE_BREAKS = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")  # what str.splitlines() splits at
+
+
+def _one_line(text: str) -> str:
+    return _LINE_BREAKS.sub(" ", text)
+
+
+def read_roster(path: Path) -> dict[str, dict[str, str]]:
+    """A roster CSV: a ``folder`` column (the submission's name) and any of Canvas's
+    identity columns; folder -> those columns."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        rows = list(csv.DictReader(handle))
+    if rows and "folder" not in rows[0]:
+        raise ValueError(f"{path}: the roster needs a 'folder' column (found {', '.join(rows[0])})")
+    return {row["folder"]: {k: (row.get(k) or "").strip() for k in CANVAS_IDENTITY} for row in rows}
+
+
+def gradebook_csv(names: list[str], possible: dict[str, float], records: list[dict], *, layout: str = "default",
+                  roster: dict[str, dict[str, str]] | None = None) -> str:
+    """The class gradebook, one row per student record (``student``, ``status``,
+    ``result``), one line per cell. ``canvas`` is Canvas's import layout: the five
+    identity columns (from ``roster`` where it names the folder), one column per
+    unit and a "Points Possible" row; Canvas matches rows by ID or SIS columns."""
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    points = [f"{possible.get(n, 0):g}" for n in names]
+    if layout == "canvas":
+        writer.writerow([*CANVAS_IDENTITY, *names])
+        writer.writerow(["Points Possible", "", "", "", "", *points])
+    else:
+        writer.writerow(["student", "status", *names, "total"])
+        writer.writerow(["Points Possible", "", *points, f"{sum(possible.get(n, 0) for n in names):g}"])
+    for record in records:
+        units_done = (record["result"] or {}).get("units", {})
+        scores = [units_done.get(n, {}).get("score", 0) for n in names]
+        if layout == "canvas":
+            who = (roster or {}).get(record["student"]) or {}
+            identity = [who.get("Student") or record["student"], *(who.get(k, "") for k in CANVAS_IDENTITY[1:])]
+            writer.writerow([*map(_one_line, identity), *(f"{s:g}" for s in scores)])
+        else:
+            writer.writerow([_one_line(record["student"]), _one_line(record["status"]), *(f"{s:g}" for s in scores),
+                             f"{sum(scores):g}"])
+    return table.getvalue()

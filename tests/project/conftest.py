@@ -30,6 +30,22 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
     return out if isinstance(out, list) else [out]
 
 
+# The platforms' own artefacts (the JUnit XSD, PrairieLearn's question schema, Classroom's
+# reporter) come from their repositories at the commits tests/vendor/*/SOURCE.md names. They
+# are third-party files this workplace does not let a developer commit, so they are looked up
+# in $ATTN_VENDOR_DIR (default ~/.cache/attention-course/vendor), and a test that needs one
+# skips, naming it, where it is absent. The schemas written here from the platforms' docs
+# (Gradescope's and PrairieLearn's results) are in tests/vendor/ itself.
+THIRD_PARTY = Path(os.environ.get("ATTN_VENDOR_DIR") or Path.home() / ".cache" / "attention-course" / "vendor")
+
+
+def third_party(rel: str) -> Path:
+    path = THIRD_PARTY / rel
+    if not path.is_file():
+        pytest.skip(f"the platform's own {rel} is not in {THIRD_PARTY} (tests/vendor/README.md says where it comes from)")
+    return path
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

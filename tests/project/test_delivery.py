@@ -20,38 +20,17 @@ import pytest
 import yaml
 
 import mutants
-from autograder import stubgen
+from autograder import classroom, stubgen
 from autograder.manifest import load_course
-from conftest import ROOT, attn_course
+from conftest import ROOT, attn_course, third_party
 
 COURSE = load_course(ROOT)
 
-# Gradescope's results.json, as its autograder specification defines it.
-GRADESCOPE_SCHEMA = {
-    "type": "object",
-    "required": ["score", "execution_time", "output", "stdout_visibility", "tests"],
-    "properties": {
-        "score": {"type": "number"},
-        "execution_time": {"type": "number"},
-        "output": {"type": "string"},
-        "stdout_visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
-        "tests": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name", "score", "max_score", "status", "output", "visibility"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "score": {"type": "number"},
-                    "max_score": {"type": "number"},
-                    "status": {"enum": ["passed", "failed"]},
-                    "output": {"type": "string"},
-                    "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
-                },
-            },
-        },
-    },
-}
+VENDOR = ROOT / "tests" / "vendor"
+# Gradescope's results.json, written from its autograder specification (tests/vendor/gradescope/SOURCE.md).
+GRADESCOPE_SCHEMA = json.loads((VENDOR / "gradescope" / "results.schema.json").read_text())
+REPORTER = "classroom-reporter/dist/main.js"
+
 
 # What classroom-resources/autograding-grading-reporter decodes from <RUNNER>_RESULTS.
 CLASSROOM_SCHEMA = {
@@ -112,7 +91,9 @@ def _base_version(name: str) -> str:
     return importlib.metadata.version(name).split("+")[0]
 
 
-def _gradescope_root(tmp_path, submission_files: dict[str, bytes]):
+def _gradescope_root(tmp_path, submission_files: dict[str, bytes], *, sandbox: bool = True):
+    """Run the exported autograder in a fake /autograder; results.json and the log
+    that Gradescope's harness would keep as results/stdout."""
     zip_path = tmp_path / "autograder.zip"
     attn_course("export", "gradescope", "-o", str(zip_path))
     root = tmp_path / "autograder"
@@ -127,27 +108,65 @@ def _gradescope_root(tmp_path, submission_files: dict[str, bytes]):
     for name, body in submission_files.items():
         (root / "submission" / name).write_bytes(body)
     os.chmod(root / "source" / "run_autograder", 0o755)
-    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], capture_output=True, text=True,
-                          env={**os.environ, "ATTN_GRADESCOPE_ROOT": str(root), "ATTN_PYTHON": sys.executable}, timeout=600)
+    env = {**os.environ, "ATTN_GRADESCOPE_ROOT": str(root), "ATTN_PYTHON": sys.executable}
+    if not sandbox:
+        env["ATTN_UNSAFE_NO_SANDBOX"] = "1"
+    (root / "results").mkdir()
+    with open(root / "results" / "stdout", "w") as log:  # as Gradescope's harness captures it
+        proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], stdout=log, stderr=subprocess.PIPE,
+                              text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads((root / "results" / "results.json").read_text())
+    return json.loads((root / "results" / "results.json").read_text()), (root / "results" / "stdout").read_text()
 
 
 def test_gradescope_results_follow_the_schema(tmp_path):
     mutant = next(m for m in mutants.load("attention") if m["name"] == "no_scale")
     source = mutants.mutated_source((COURSE.solutions / "attention.py").read_text(), mutant)
-    data = _gradescope_root(tmp_path, {"attention.py": source.encode()})
+    data, log = _gradescope_root(tmp_path, {"attention.py": source.encode()})
     jsonschema.validate(data, GRADESCOPE_SCHEMA)
     attention = [t for t in data["tests"] if "attention" in t.get("tags", [])]
     assert {t["visibility"] for t in attention} == {"visible", "after_published"}
     assert 0 < data["score"] < sum(t["max_score"] for t in data["tests"])
     assert "Hidden properties count too" in data["output"]
+    assert data["output_format"] in ("md", "text") and data["test_output_format"] in ("md", "text")
+    # The instructor's log: each unit's points, and each failed property with its reason, one line each.
+    assert f"attention: {sum(t['score'] for t in attention):g}/{sum(t['max_score'] for t in attention):g}" in log
+    failed = [t for t in attention if t["status"] == "failed"]
+    assert failed and all(t["name"].split(": ", 1)[1] in log for t in failed), log
+    assert max(map(len, log.splitlines())) <= 300
 
 
-def test_gradescope_zip_submission_and_corrupt_zip(tmp_path):
-    corrupt = _gradescope_root(tmp_path / "a", {"submission.zip": b"PK\x03\x04 not really a zip"})
+def test_gradescope_zip_submission_corrupt_zip_and_nothing_gradable(tmp_path):
+    corrupt, log = _gradescope_root(tmp_path / "a", {"submission.zip": b"PK\x03\x04 not really a zip"}, sandbox=False)
     jsonschema.validate(corrupt, GRADESCOPE_SCHEMA)
-    assert corrupt["score"] == 0 and "not a readable zip" in corrupt["output"]
+    assert corrupt["score"] == 0 and "not a readable zip" in corrupt["output"] and "not a readable zip" in log
+    empty, _ = _gradescope_root(tmp_path / "b", {"notes.txt": b"nothing handed in"}, sandbox=False)
+    jsonschema.validate(empty, GRADESCOPE_SCHEMA)
+    assert empty["tests"] == [] and "no unit files" in empty["output"]
+    assert "Public tests are visible" not in empty["output"] + corrupt["output"], "nothing was graded, nothing is visible"
+    with zipfile.ZipFile(tmp_path / "upload.zip", "w") as zf:
+        zf.write(COURSE.solutions / "attention.py", "work/attention.py")
+    zipped, _ = _gradescope_root(tmp_path / "c", {"upload.zip": (tmp_path / "upload.zip").read_bytes()}, sandbox=False)
+    attention = [t for t in zipped["tests"] if "attention" in t["tags"]]
+    assert attention and all(t["status"] == "passed" for t in attention)
+
+
+def _reporter(payload_lines: str, runners: list[str]) -> subprocess.CompletedProcess:
+    """Run the real autograding-grading-reporter v1 on $GITHUB_OUTPUT lines, as its workflow step would."""
+    outputs = dict(line.split("=", 1) for line in payload_lines.splitlines())
+    env = {"PATH": os.environ["PATH"], "INPUT_RUNNERS": ",".join(runners),
+           **{f"{r.upper()}_RESULTS": outputs.get(r, "") for r in runners}}
+    return subprocess.run(["node", str(third_party(REPORTER))], env=env, capture_output=True, text=True, timeout=60)
+
+
+def _classroom_check(work, output, *units) -> str:
+    """The workflow's grading step on ``work``; returns the step's own log."""
+    flow = yaml.safe_load(classroom.workflow(COURSE))
+    grading = next(s for s in flow["jobs"]["run-autograding-tests"]["steps"] if s.get("id") == "public-tests")
+    command = grading["run"].replace('"$GITHUB_OUTPUT"', str(output)).replace("attn-course", f"{sys.executable} -m autograder.cli")
+    proc = subprocess.run(f"{command} --path {work} {' '.join(units)}", shell=True, cwd=ROOT, check=True,
+                          capture_output=True, text=True)
+    return proc.stdout
 
 
 def test_classroom_workflow_and_payloads(tmp_path):
@@ -155,33 +174,76 @@ def test_classroom_workflow_and_payloads(tmp_path):
     flow = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
     steps = flow["jobs"]["run-autograding-tests"]["steps"]
     assert any(f"pip install torch=={_base_version('torch')} " in s.get("run", "") for s in steps), steps
-    grading = next(s for s in steps if s.get("id") == "public-tests")
     reporter = next(s for s in steps if "autograding-grading-reporter" in s.get("uses", ""))
     runners = reporter["with"]["runners"].split(",")
     assert runners == list(COURSE.units)
-    # Run the grading step's command as the workflow would, on a student's partly done work.
+    for runner in runners:
+        assert f"outputs.{runner}" in reporter["env"][f"{runner.upper()}_RESULTS"]
+    # A student's partly done work: attention right, multi_head with a bug, the rest stubs.
     work = tmp_path / "student"
     shutil.copytree(COURSE.assignments, work)
     shutil.copy(COURSE.solutions / "attention.py", work / "attention.py")
+    mutant = next(m for m in mutants.load("multi_head") if m["name"] == "no_out_proj")
+    (work / "multi_head.py").write_text(mutants.mutated_source((COURSE.solutions / "multi_head.py").read_text(), mutant))
     output = tmp_path / "github_output"
-    command = grading["run"].replace('"$GITHUB_OUTPUT"', str(output)).replace("attn-course", f"{sys.executable} -m autograder.cli")
-    subprocess.run(f"{command} --path {work}", shell=True, cwd=ROOT, check=True, capture_output=True)
-    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
-    for runner in runners:
-        env_value = reporter["env"][f"{runner.upper()}_RESULTS"]
-        assert f"outputs.{runner}" in env_value
-        payload = json.loads(base64.b64decode(outputs[runner]))
+    log = _classroom_check(work, output)
+    payloads = {k: json.loads(base64.b64decode(v)) for k, v in (l.split("=", 1) for l in output.read_text().splitlines())}
+    assert set(payloads) == set(runners)
+    for payload in payloads.values():
         jsonschema.validate(payload, CLASSROOM_SCHEMA)
-    attention = json.loads(base64.b64decode(outputs["attention"]))
+        assert all(t["line_no"] == 0 for t in payload["tests"])
+    attention = payloads["attention"]
     assert attention["status"] == "pass" and sum(t["score"] for t in attention["tests"]) == attention["max_score"] > 0
+    failed = [t for t in payloads["multi_head"]["tests"] if t["status"] == "fail"]
+    assert failed, "the multi_head mutant must fail a public test"
+    # The step's own log gives every failed property's reason, which the reporter does not print.
+    flat = " ".join(log.split())
+    assert all(" ".join(t["message"].split())[:40] in flat for t in failed), log[-3000:]
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed: the reporter's own run is not checked")
+    proc = _reporter(output.read_text(), runners)
+    assert "line null" not in proc.stdout and " - line " not in proc.stdout, proc.stdout
+    total = sum(t["score"] for p in payloads.values() for t in p["tests"])
+    maximum = sum(p["max_score"] for p in payloads.values())
+    assert f"::notice title=Autograding complete::Points {total:g}/{maximum:g}" in proc.stdout, proc.stdout + proc.stderr
+    assert "Some tests failed." in proc.stdout
 
 
-def test_junit_markdown_and_fail_under(tmp_path):
-    junit = attn_course("grade", "assignments", "--unit", "attention", "--format", "junit").stdout
-    suite = ET.fromstring(junit).find("testsuite")
-    cases = suite.findall("testcase")
-    assert len(cases) > 10 and all(c.find("properties/property[@name='max_score']") is not None for c in cases)
-    assert int(suite.get("failures")) > 0
+def test_classroom_reports_a_unit_that_was_not_checked(tmp_path):
+    """`check attention` alone: every other runner still gets a payload, 0 points and a reason."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed: the reporter cannot run")
+    output = tmp_path / "github_output"
+    _classroom_check(COURSE.solutions, output, "attention")
+    proc = _reporter(output.read_text(), list(COURSE.units))
+    assert "comma-separated" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "multi_head was not checked in this run (0 points)" in proc.stdout
+    attention = json.loads(base64.b64decode(dict(l.split("=", 1) for l in output.read_text().splitlines())["attention"]))
+    assert f"Points {attention['max_score']:g}/{attention['max_score']:g}" in proc.stdout
+
+
+def test_junit_validates_against_the_xunit_schema(tmp_path):
+    xmlschema = pytest.importorskip("xmlschema", reason="xmlschema validates against Jenkins xunit's junit-10.xsd")
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+    (hostile / "attention.py").write_text('raise ValueError("bell \\x07, escape \\x1b[31m, nul \\x00 end")\n')
+    junit = attn_course("grade", "assignments", str(hostile), "--unit", "attention", "--no-sandbox", "--format", "junit").stdout
+    schema = xmlschema.XMLSchema(str(third_party("junit/junit-10.xsd")))
+    errors = list(schema.iter_errors(junit))
+    assert not errors, errors[:3]
+    suites = ET.fromstring(junit).findall("testsuite")
+    assert [s.get("name") for s in suites] == [f"{ROOT / 'assignments'}.attention", f"{hostile}.attention"]
+    pairs = [(c.get("classname"), c.get("name")) for s in suites for c in s.findall("testcase")]
+    assert len(pairs) == len(set(pairs)) > 20, "every (classname, name) pair is unique across submissions"
+    cases = suites[0].findall("testcase")
+    assert all(c.get("time") is not None and c.find("system-out").text.startswith("points: ") for c in cases)
+    points = {p.get("name"): p.get("value") for p in suites[0].find("properties")}
+    assert points["max_score"] != "0" and all(points[f"points:{c.get('name')}"].startswith("0/") for c in cases)
+    assert int(suites[0].get("failures")) > 0
+    assert "bell" in junit and "\x07" not in junit and "\x1b" not in junit
+
+
+def test_markdown_and_fail_under():
     markdown = attn_course("grade", "assignments", "--unit", "attention", "--format", "markdown").stdout
     assert "| unit | property | points | reason |" in markdown and "not implemented yet" in markdown
     assert attn_course("grade", "assignments", "--unit", "attention", "--fail-under", "1", check=False).returncode == 1

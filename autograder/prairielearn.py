@@ -1,0 +1,140 @@
+"""PrairieLearn: a question folder for its external grader, and the grader's entrypoint.
+
+PrairieLearn copies the question's ``tests/`` to ``/grade/tests`` and the
+student's files to ``/grade/student``, runs the ``entrypoint`` named in
+``info.json`` inside the question's Docker image, and reads
+``/grade/results/results.json`` (docs/externalGrading.md in
+PrairieLearn/PrairieLearn): ``gradable``, ``score`` in 0..1, ``message``,
+``output``, and ``tests`` with ``name``, ``points``, ``max_points``,
+``message``, ``output``. An upload with nothing gradable is ``gradable:
+false`` with ``format_errors``, which costs the student no attempt.
+
+Environment variables, all optional: ``ATTN_PRAIRIELEARN_ROOT`` replaces
+``/grade``; ``ATTN_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the
+verdict is then forgeable).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from .gradescope import atomic_write, grade_upload, grader_files, packages, python_version, sandboxed
+from .manifest import Course, load_course
+from .results import GradeResult
+from .versions import requirement
+
+TIMEOUT = 300  # seconds; PrairieLearn's ceiling is 600
+DEFAULT_IMAGE = "attention-course/grader"  # build it from the exported Dockerfile and push it under this name
+
+ENTRYPOINT = """#!/usr/bin/env bash
+# PrairieLearn's entrypoint: grade /grade/student, write /grade/results/results.json.
+ROOT="${ATTN_PRAIRIELEARN_ROOT:-/grade}"
+cd "$ROOT/tests" || exit 1
+exec "${ATTN_PYTHON:-python3}" -m autograder.prairielearn
+"""
+
+DOCKERFILE = """# The grading image: the grader's own Python, torch (CPU wheel) and hypothesis.
+FROM python:{python}-slim
+RUN pip install --no-cache-dir {torch} --index-url https://download.pytorch.org/whl/cpu \\
+ && pip install --no-cache-dir {packages}
+"""
+
+QUESTION_HTML = """<pl-question-panel>
+  <p>Upload any of your unit files. Each unit is graded by its public tests and hidden properties;
+  a missing file costs that unit's points only.</p>
+</pl-question-panel>
+<pl-file-upload optional-file-names="{files}"></pl-file-upload>
+<pl-submission-panel>
+  <pl-external-grader-results></pl-external-grader-results>
+  <pl-file-preview></pl-file-preview>
+</pl-submission-panel>
+"""
+
+
+def info_json(course: Course, image: str) -> dict:
+    return {
+        # Stable across exports, so re-exporting updates the same question.
+        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"attention-course:{course.name}")),
+        "title": f"{course.name}: all units",
+        "topic": "Autograder",
+        "tags": ["code"],
+        "type": "v3",
+        "singleVariant": True,
+        "gradingMethod": "External",
+        "externalGradingOptions": {
+            "enabled": True,
+            "image": image,
+            "entrypoint": "/grade/tests/run.sh",
+            "timeout": TIMEOUT,
+            "enableNetworking": False,
+        },
+    }
+
+
+def to_prairielearn(result: GradeResult) -> dict:
+    """results.json for a graded submission: every property is one test, the score a fraction."""
+    tests = [
+        {
+            "name": f"{unit.title}: {test.name}",
+            "points": test.score,
+            "max_points": test.max_score,
+            "message": test.output if test.status != "passed" else "",
+            "output": "" if test.status == "passed" else f"{test.status}: {test.output}",
+        }
+        for unit in result.units.values() for test in unit.tests if test.status != "skipped"
+    ]
+    notes = [f"{u.name}: {u.score:g}/{u.max_score:g}" + (f" ({u.message})" if u.message else "")
+             for u in result.units.values()]
+    return {
+        "gradable": True,
+        "score": round(result.score / result.max_score, 6) if result.max_score else 0.0,
+        "message": f"{result.score:g}/{result.max_score:g} points",
+        "output": "\n".join(notes),
+        "tests": tests,
+    }
+
+
+def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
+    """Grade ``root/student`` and write ``root/results/results.json``."""
+    start = time.monotonic()
+    result = grade_upload(root / "student", course, sandbox=sandbox)
+    if isinstance(result, str):
+        data = {"gradable": False, "format_errors": [result], "message": result, "output": "", "tests": []}
+    else:
+        data = to_prairielearn(result)
+    data["output"] = (data["output"] + f"\ngraded in {time.monotonic() - start:.1f} s").strip()
+    atomic_write(root / "results" / "results.json", json.dumps(data, indent=2, ensure_ascii=False))
+    return data
+
+
+def export(course: Course, out: Path, image: str = DEFAULT_IMAGE) -> Path:
+    """Write the question folder ``out``: info.json, question.html, the image's
+    Dockerfile, and tests/ (the entrypoint and the grader's files)."""
+    tests = out / "tests"
+    tests.mkdir(parents=True, exist_ok=True)
+    for path in grader_files(course):
+        (tests / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(course.root / path, tests / path)
+    entry = tests / "run.sh"
+    entry.write_text(ENTRYPOINT, encoding="utf-8")
+    entry.chmod(0o755)
+    (out / "info.json").write_text(json.dumps(info_json(course, image), indent=2) + "\n", encoding="utf-8")
+    files = ", ".join(u.file for u in course.units.values())
+    (out / "question.html").write_text(QUESTION_HTML.format(files=files), encoding="utf-8")
+    (out / "Dockerfile").write_text(DOCKERFILE.format(python=python_version(), torch=requirement("torch"),
+                                                      packages=packages()), encoding="utf-8")
+    return out
+
+
+def main() -> int:
+    root = Path(os.environ.get("ATTN_PRAIRIELEARN_ROOT", "/grade"))
+    run(root, load_course(root / "tests"), sandbox=sandboxed())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""Peak memory of Gradescope's run_autograder, the whole process tree, in PSS (issue 18: at most 450 MiB).
+
+    .venv/bin/python benchmarks/bench_gradescope_memory.py [--interval SECONDS]
+
+Exports the autograder zip into a fake /autograder, hands in solutions/ (all
+five units) and runs ``run_autograder`` as Gradescope does (sandboxed, this
+interpreter as ``ATTN_PYTHON``). Every ``--interval`` seconds (default 0.05)
+it sums the PSS of run_autograder and all its descendants, read from
+/proc/<pid>/smaps_rollup (PSS shares each page among the processes mapping
+it, so the sum is what the tree costs the machine). Prints the peak, each
+process's share at the peak, and the score as a check that grading ran. Reading
+other users' smaps_rollup (the sandbox's workers) needs root.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_MIB = 450
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from each task's children list."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:  # gone meanwhile
+                pass
+    return found
+
+
+def pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):  # exited, or not readable
+        pass
+    return 0
+
+
+def command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:100]
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--interval", type=float, default=0.05, help="seconds between samples")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "autograder"
+        subprocess.run([sys.executable, "-m", "autograder.cli", "export", "gradescope", "-o", f"{tmp}/ag.zip"],
+                       cwd=ROOT, check=True, capture_output=True)
+        with zipfile.ZipFile(f"{tmp}/ag.zip") as zf:
+            zf.extractall(root / "source")
+        shutil.copytree(ROOT / "solutions", root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
+        env = {**os.environ, "ATTN_GRADESCOPE_ROOT": str(root), "ATTN_PYTHON": sys.executable}
+        start = time.monotonic()
+        proc = subprocess.Popen(["bash", str(root / "source" / "run_autograder")], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        peak, at_peak = 0, []
+        while proc.poll() is None:
+            sample = [(pss_kib(p), command(p)) for p in tree(proc.pid)]
+            if sum(kib for kib, _ in sample) > peak:
+                peak, at_peak = sum(kib for kib, _ in sample), sample
+            time.sleep(args.interval)
+        seconds = time.monotonic() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"run_autograder exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        data = json.loads((root / "results" / "results.json").read_text())
+    mib = peak / 1024
+    print(f"run_autograder, five units: peak PSS {mib:.0f} MiB over {len(at_peak)} processes "
+          f"(limit {LIMIT_MIB} MiB); {seconds:.1f} s; score {data['score']:g}")
+    for kib, name in sorted(at_peak, reverse=True):
+        print(f"  {kib / 1024:6.0f} MiB  {name}")
+    if mib > LIMIT_MIB:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
