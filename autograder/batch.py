@@ -41,6 +41,7 @@ from rich.progress import Progress
 
 from .formats import gradebook_csv, to_markdown
 from .manifest import Course
+from .notebooks import rubric
 from .results import GradeResult
 from .submissions import MAX_ZIP_BYTES, SubmissionError, collect, walk
 
@@ -273,10 +274,8 @@ def write_gradebook(course: Course, out: Path, students: list[Student], units: l
                     roster: dict[str, dict[str, str]] | None = None) -> dict:
     names = [u.name for u in course.select(units)]
     records = [json.loads((out / "students" / f"{s.name}.json").read_text(encoding="utf-8")) for s in students]
-    possible = {}
-    for record in records:
-        for name, unit in ((record["result"] or {}).get("units") or {}).items():
-            possible[name] = unit["max_score"]
+    # What the suites declare (their points markers), so it holds even when nobody was gradable.
+    possible = {n: sum(r.points for r in rubric(course, n)) for n in names}
     totals, failures = [], Counter()
     for record in records:
         units_done = (record["result"] or {}).get("units", {})

@@ -11,13 +11,20 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.gradcheck import check_gradients
 from autograder.subject import Call
+from anchors import check_gradients_of
 from oracles import attention64, causal_allowed, softmax64
 from tensors import batch_dims, permutation, rand_bool, randn, seeds
 
 pytestmark = pytest.mark.unit("attention")
 UNIT = "attention"
+# The checks a constant or shape-only answer may pass, and so the only points it may earn
+# (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors.
+SHAPE_CHECKS = (
+    "test_attention_public.py::test_attention_shapes",
+    "test_attention_public.py::test_wrong_widths_raise_value_error",
+    "test_attention_properties.py::test_bad_shapes_raise_value_error",
+)
 
 
 def run(subject, target, *args, **kwargs):
@@ -99,7 +106,9 @@ def test_softmax_shift_invariance(subject, shape, seed, shift):
 @given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), seed=seeds)
 def test_softmax_rows_sum_to_one(subject, shape, seed):
     """softmax's rows are non-negative and sum to 1"""
-    out = check_tensor(run(subject, "softmax", randn(shape, seed, scale=4.0)), shape=shape, what="softmax(x)")
+    x = randn(shape, seed, scale=4.0)
+    out = check_tensor(run(subject, "softmax", x), shape=shape, what="softmax(x)")
+    assert_close(out, softmax64(x), what="softmax(x)")  # a uniform answer sums to 1 too
     assert_close(out.double().sum(-1), torch.ones(shape[:-1], dtype=torch.float64), what="row sums", dtype=torch.float64)
     assert bool((out >= 0).all()), "softmax returned negative entries"
 
@@ -190,6 +199,7 @@ def test_output_is_weights_times_values(subject, shapes, seed):
     q, k, v = make_qkv(shapes, seed)
     out, weights = run(subject, "scaled_dot_product_attention", q, k, v)
     check_tensor(weights, shape=(*q.shape[:-1], k.shape[-2]), dtype=torch.float32, what="weights")
+    assert_close(weights, attention64(q, k, v)[1], what="weights")  # uniform weights pass the rest
     assert_close(out, weights.double() @ v.double(), what="output vs weights @ value")
     assert_close(weights.double().sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64), what="weight row sums", dtype=torch.float64)
 
@@ -253,6 +263,7 @@ def test_causal_no_future_leakage_by_perturbation(subject, shapes, seed, data):
     a = run(subject, "scaled_dot_product_attention", q, k, v, is_causal=True)[0]
     b = run(subject, "scaled_dot_product_attention", q, k2, v2, is_causal=True)[0]
     check_tensor(b, shape=(*batch, L, Ev), what="output")
+    assert_close(a, attention64(q, k, v, is_causal=True)[0], what="output with is_causal")  # zeros never leak
     assert_close(b[..., : t + 1, :], a[..., : t + 1, :], atol=1e-6, what=f"outputs at positions <= {t} after changing later keys")
 
 
@@ -266,6 +277,7 @@ def test_causal_jacobian_is_zero_on_the_future(subject, L, E, seed, data):
     upstream[:, t + 1:] = 0.0  # only outputs at positions <= t send gradient
     result = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v), {"is_causal": True},
                               grad_outputs=(upstream, None)))
+    assert_attention(result.output, attention64(q, k, v, is_causal=True), [], atol=1e-10, rtol=1e-9, dtype=torch.float64)
     for name, grad in zip("qkv", result.arg_grads):
         check_tensor(grad, shape=(1, L, E), what=f"gradient of {name}")
         future = grad[:, t + 1:]
@@ -307,6 +319,7 @@ def test_key_value_permutation_invariance(subject, shapes, seed):
     perm = permutation(k.shape[-2], seed)
     a, wa = run(subject, "scaled_dot_product_attention", q, k, v)
     b, wb = run(subject, "scaled_dot_product_attention", q, k[..., perm, :], v[..., perm, :])
+    assert_attention((a, wa), attention64(q, k, v), [])  # a constant answer is invariant too
     assert_close(b, a, what="output after permuting keys and values")
     assert_close(wb, wa[..., perm], what="weights after permuting keys and values")
 
@@ -319,6 +332,7 @@ def test_query_permutation_equivariance(subject, shapes, seed):
     perm = permutation(q.shape[-2], seed)
     a, _ = run(subject, "scaled_dot_product_attention", q, k, v)
     b, _ = run(subject, "scaled_dot_product_attention", q[..., perm, :], k, v)
+    assert_close(a, attention64(q, k, v)[0], what="output")  # a constant answer is equivariant too
     assert_close(b, a[..., perm, :], what="output after permuting queries")
 
 
@@ -376,6 +390,7 @@ def test_no_dropout_no_randomness(subject, shapes, seed):
     q, k, v = make_qkv(shapes, seed)
     a = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v), seed=1)).output
     b = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.0}, seed=2)).output
+    assert_attention(a, attention64(q, k, v), [])  # a constant answer is deterministic too
     assert_attention(b, a, [], atol=0, rtol=0)
 
 
@@ -392,7 +407,8 @@ def test_gradients_match_finite_differences(subject, shapes, seed, is_causal):
     def build(tensors, grad_outputs):
         return Call(UNIT, "scaled_dot_product_attention", (*tensors, mask), {"is_causal": is_causal}, grad_outputs=grad_outputs)
 
-    check_gradients(subject.run, build, [q, k, v], seed=seed)
+    base = check_gradients_of(subject, build, [q, k, v], seed=seed)
+    assert_attention(base, attention64(q, k, v, mask, is_causal=is_causal), [], atol=1e-10, rtol=1e-9, dtype=torch.float64)
 
 
 @pytest.mark.points(2)
@@ -418,10 +434,13 @@ def test_runs_on_meta_device(subject, shapes, seed):
     check_tensor(out, shape=q.shape, device_type="meta", what="softmax on meta")
     mask = subject.run(Call(UNIT, "causal_mask", (L, S), {"device": torch.device("meta")})).output
     check_tensor(mask, shape=(L, S), dtype=torch.bool, device_type="meta", what="causal_mask(device='meta')")
+    allowed = rand_bool((L, S), seed)
     for kwargs in ({"is_causal": True}, {"dropout_p": 0.5}):
-        got, weights = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v, rand_bool((L, S), seed)), kwargs, **on_meta)).output
+        got, weights = subject.run(Call(UNIT, "scaled_dot_product_attention", (q, k, v, allowed), kwargs, **on_meta)).output
         check_tensor(got, shape=(*q.shape[:-1], Ev), device_type="meta", what=f"output on meta with {kwargs}")
         check_tensor(weights, shape=(*q.shape[:-1], S), device_type="meta", what=f"weights on meta with {kwargs}")
+    on_cpu = run(subject, "scaled_dot_product_attention", q, k, v, allowed, is_causal=True)  # meta tensors hold no values
+    assert_attention(on_cpu, attention64(q, k, v, allowed, is_causal=True), [])
 
 
 @pytest.mark.points(0)

@@ -21,14 +21,23 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.gradcheck import check_gradients
 from autograder.subject import Call, New
+from anchors import check_gradients_of
 from oracles import attention64
 from oracles_multi_head import explicit_mha64, expected_keys, make_state, permute_heads, torch_mha64
 from tensors import permutation, rand_bool, randn, seeds
 
 pytestmark = pytest.mark.unit("multi_head")
 UNIT = "multi_head"
+# The checks a constant or shape-only answer may pass, and so the only points it may earn
+# (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors.
+SHAPE_CHECKS = (
+    "test_multi_head_public.py::test_output_and_weight_shapes",
+    "test_multi_head_public.py::test_wrong_sizes_raise_value_error",
+    "test_multi_head_properties.py::test_parameter_names_and_shapes",
+    "test_multi_head_properties.py::test_indivisible_embed_dim_raises_value_error",
+    "test_multi_head_properties.py::test_mismatched_sizes_raise_value_error",
+)
 
 
 @dataclass(frozen=True)
@@ -369,6 +378,7 @@ def test_head_permutation_invariance(subject, cfg, seed, padding):
     renumbered = forward(subject, cfg, permute_heads(state, cfg.H, perm), (x,),
                          {"key_padding_mask": kpm, "average_attn_weights": False}).output
     check_tensor(base[1], shape=(cfg.B, cfg.H, cfg.L, cfg.S), what="per-head weights")
+    assert_mha(base, explicit_mha64(state, cfg.H, x, key_padding_mask=kpm), weights="per-head weights")  # not just invariant
     assert_close(renumbered[0], base[0], what=f"output after renumbering the heads by {perm.tolist()}")
     assert_close(renumbered[1], base[1][:, perm], what=f"per-head weights after renumbering the heads by {perm.tolist()}")
     averaged = forward(subject, cfg, state, (x,), {"key_padding_mask": kpm}).output[1]
@@ -394,6 +404,8 @@ def test_batch_elements_are_independent(subject, cfg, seed, padding):
     b = forward(subject, cfg, state, (q[perm], k[perm], v[perm]),
                 {"key_padding_mask": None if kpm is None else kpm[perm], **kw}).output
     check_tensor(a[0], shape=(cfg.B, cfg.L, cfg.E), what="output")
+    # Zeros are independent too: the results must also be right.
+    assert_mha(a, explicit_mha64(state, cfg.H, q, k, v, key_padding_mask=kpm), weights="per-head weights")
     assert_close(b[0], a[0][perm], what=f"output after permuting the batch by {perm.tolist()}")
     assert_close(b[1], a[1][perm], what=f"per-head weights after permuting the batch by {perm.tolist()}")
 
@@ -410,6 +422,8 @@ def test_self_attention_is_permutation_equivariant(subject, cfg, seed):
     a, wa = forward(subject, cfg, state, (x,)).output
     b, wb = forward(subject, cfg, state, (x[:, perm],)).output
     check_tensor(a, shape=(cfg.B, cfg.L, cfg.E), what="output")
+    out, weights = explicit_mha64(state, cfg.H, x)
+    assert_mha((a, wa), (out, weights.mean(1)))  # zeros are equivariant too
     assert_close(b, a[:, perm], what=f"output after reordering the positions by {perm.tolist()}")
     assert_close(wb, wa[:, perm][:, :, perm], what=f"weights after reordering the positions by {perm.tolist()}")
 
@@ -429,6 +443,8 @@ def test_padded_keys_have_no_effect(subject, cfg, seed):
     v2[kpm] = randn(v2[kpm].shape, seed + 8, scale=10.0)
     a = forward(subject, cfg, state, (q, k, v), {"key_padding_mask": kpm}).output
     b = forward(subject, cfg, state, (q, k2, v2), {"key_padding_mask": kpm}).output
+    out, weights = explicit_mha64(state, cfg.H, q, k, v, key_padding_mask=kpm)
+    assert_mha(a, (out, weights.mean(1)))  # a constant answer ignores every key
     what = "output after changing padded keys and values"
     try:
         assert_close(b[0], a[0], what=what)
@@ -540,6 +556,10 @@ def test_runs_on_meta_device(subject, cfg, seed, mask_kind, causal):
         check_tensor(weights, shape=want, device_type="meta", what="weights on meta")
     split = subject.run(Call(UNIT, "split_heads", (args[0], cfg.H), device="meta")).output
     check_tensor(split, shape=(cfg.B, cfg.H, cfg.L, cfg.Dh), device_type="meta", what="split_heads on meta")
+    kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal, "average_attn_weights": False}
+    on_cpu = forward(subject, cfg, state, args, kwargs).output  # meta tensors hold no values
+    assert_mha(on_cpu, explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask, is_causal=causal),
+               weights="per-head weights")
 
 
 @pytest.mark.points(2)
@@ -595,7 +615,9 @@ def test_gradients_match_finite_differences(subject, cfg, seed, padding, mask_ki
         kwargs = {"key_padding_mask": kpm, "attn_mask": mask, "is_causal": causal}
         return Call(UNIT, recipe, tuple(tensors), kwargs, dtype=torch.float64, grad_outputs=grad_outputs)
 
-    check_gradients(subject.run, build, args, seed=seed)
+    base = check_gradients_of(subject, build, args, seed=seed)
+    out, weights = explicit_mha64(state, cfg.H, *args, key_padding_mask=kpm, attn_mask=mask, is_causal=causal)
+    assert_mha(base, (out, weights.mean(1)), atol=1e-10, rtol=1e-9, dtype=torch.float64)
 
 
 @pytest.mark.points(1)

@@ -34,6 +34,16 @@ from tensors import batch_dims, randn, seeds
 pytestmark = pytest.mark.unit("positional_encoding")
 UNIT = "positional_encoding"
 MODULE = "SinusoidalPositionalEncoding"
+# The checks a constant or shape-only answer may pass, and so the only points it may earn
+# (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors;
+# the public module check reads position 0 only, whose row [0, 1, 0, 1, ...] is a constant.
+SHAPE_CHECKS = (
+    "test_positional_encoding_public.py::test_max_len_limits_the_positions",
+    "test_positional_encoding_public.py::test_odd_dims_raise_value_error",
+    "test_positional_encoding_public.py::test_module_adds_to_x_and_keeps_the_table_out_of_state_dict",
+    "test_positional_encoding_properties.py::test_odd_dim_raises_value_error",
+    "test_positional_encoding_properties.py::test_module_rejects_wrong_feature_size",
+)
 
 even_dims = st.integers(1, 12).map(lambda n: 2 * n)
 lengths = st.integers(1, 48)
@@ -102,6 +112,12 @@ def rope_atol(x, max_position) -> float:
     return table_atol(max_position) * max(1.0, float(x.double().abs().max()) if x.numel() else 1.0)
 
 
+def assert_table(got, P, dim, base):
+    """The table a relative property inspected is also the formula's (a constant table passes those)."""
+    assert_close(got, sinusoidal64(P, dim, base), atol=table_atol(P), what=f"sinusoidal_encoding({P}, {dim}, base={base:g})",
+                 hints=table_hints(P, dim, base))
+
+
 # -- the sinusoidal table ------------------------------------------------------
 
 @pytest.mark.points(3)
@@ -149,6 +165,7 @@ def test_shift_is_a_fixed_block_rotation(subject, P, dim, k, base):
                      what=f"PE[p + {k}] against the rotation of PE[p] by the angles of row {k}")
     except AssertionError as error:
         raise AssertionError(str(error) + known_table_bug(got, P + k, dim, base)) from None
+    assert_table(got, P + k, dim, base)
 
 
 @pytest.mark.points(2)
@@ -161,6 +178,7 @@ def test_dot_products_depend_only_on_distance(subject, P, dim, base):
     distance = (torch.arange(P).unsqueeze(1) - torch.arange(P).unsqueeze(0)).abs()  # (P, P)
     assert_close(gram, gram[0][distance], atol=2 * dim * table_atol(P),
                  what="PE(p) . PE(q) against PE(0) . PE(|p - q|)")
+    assert_table(got, P, dim, base)
 
 
 @pytest.mark.points(2)
@@ -175,6 +193,7 @@ def test_each_pair_lies_on_the_unit_circle(subject, P, dim, base):
                      what="PE[p, 2i]^2 + PE[p, 2i+1]^2 (features 2i and 2i+1 are the sin and cos of one angle)")
     except AssertionError as error:
         raise AssertionError(str(error) + known_table_bug(got, P, dim, base)) from None
+    assert_table(got, P, dim, base)
 
 
 @pytest.mark.points(2)
@@ -332,6 +351,8 @@ def test_rope_preserves_norms(subject, shape, seed, max_position):
     got = check_tensor(run(subject, "apply_rope", x, positions), shape=shape, what="apply_rope(x, positions)")
     assert_close(got.double().norm(dim=-1), x.double().norm(dim=-1), atol=2 * rope_atol(x, max_position),
                  what="the norm of each rotated vector against the norm of x")
+    assert_close(got, rope64(x, positions), atol=rope_atol(x, max_position), what="apply_rope(x, positions)",
+                 hints=rope_hints(x, positions))  # the identity keeps norms too
 
 
 @pytest.mark.points(2)
@@ -343,9 +364,10 @@ def test_rope_position_zero_is_identity(subject, shape, seed):
     zeros = torch.zeros(L, dtype=torch.long)
     assert_close(run(subject, "apply_rope", x, zeros), x, atol=1e-6, what="apply_rope(x, positions=zeros)",
                  hints=[(rope64(x), "the `positions` argument was ignored (arange(L) was used).")])
-    first = check_tensor(run(subject, "apply_rope", x), shape=shape, what="apply_rope(x)")[..., 0, :]
-    assert_close(first, x[..., 0, :], atol=1e-6, what="apply_rope(x)[..., 0, :] (default positions start at 0)",
+    default = check_tensor(run(subject, "apply_rope", x), shape=shape, what="apply_rope(x)")
+    assert_close(default[..., 0, :], x[..., 0, :], atol=1e-6, what="apply_rope(x)[..., 0, :] (default positions start at 0)",
                  hints=[(rope64(x, torch.arange(1, L + 1))[..., 0, :], "default positions are arange(L), starting at 0.")])
+    assert_close(default, rope64(x), atol=rope_atol(x, L), what="apply_rope(x)", hints=rope_hints(x))  # not the identity
 
 
 @pytest.mark.points(2)
@@ -357,6 +379,8 @@ def test_rope_rotations_compose(subject, shape, seed):
     a = torch.randint(0, 200, shape[-2:-1], generator=gen)
     b = torch.randint(0, 200, shape[-2:-1], generator=gen)
     once = check_tensor(run(subject, "apply_rope", x, a), shape=shape, what="apply_rope(x, a)")
+    # The identity composes too: the rotation must also be right.
+    assert_close(once, rope64(x, a), atol=rope_atol(x, 200), what="apply_rope(x, a)", hints=rope_hints(x, a))
     twice = run(subject, "apply_rope", once, b)
     direct = run(subject, "apply_rope", x, a + b)
     check_tensor(direct, shape=shape, what="apply_rope(x, a + b)")
@@ -372,13 +396,13 @@ def test_rope_scores_depend_only_on_relative_position(subject, batch, L, S, D, s
     gen = torch.Generator().manual_seed(seed)
     m = torch.randint(0, 300, (L,), generator=gen) if explicit else None
     n = torch.randint(0, 300, (S,), generator=gen) if explicit else None
-    if explicit:
-        base_scores = run(subject, "apply_rope", q, m) @ run(subject, "apply_rope", k, n).transpose(-2, -1)
-        m_shift, n_shift = m + shift, n + shift
-    else:
-        base_scores = run(subject, "apply_rope", q) @ run(subject, "apply_rope", k).transpose(-2, -1)
-        m_shift, n_shift = torch.arange(L) + shift, torch.arange(S) + shift
+    rotated_q = run(subject, "apply_rope", q, m) if explicit else run(subject, "apply_rope", q)
+    rotated_k = run(subject, "apply_rope", k, n) if explicit else run(subject, "apply_rope", k)
+    base_scores = rotated_q @ rotated_k.transpose(-2, -1)
+    m_shift, n_shift = (m + shift, n + shift) if explicit else (torch.arange(L) + shift, torch.arange(S) + shift)
     check_tensor(base_scores, shape=(*batch, L, S), what="R_m q @ (R_n k)^T")
+    assert_close(rotated_q, rope64(q, m), atol=rope_atol(q, 300), what="apply_rope(q)",
+                 hints=rope_hints(q, m))  # the identity keeps every score too
     shifted = run(subject, "apply_rope", q, m_shift) @ run(subject, "apply_rope", k, n_shift).transpose(-2, -1)
     scale = float(q.norm(dim=-1).max() * k.norm(dim=-1).max())
     assert_close(shifted.double(), base_scores.double(), atol=4 * table_atol(600) * max(1.0, scale),
@@ -451,6 +475,9 @@ def test_runs_on_meta_device(subject, shape, seed):
     x3 = x.reshape(-1, L, D)
     got = subject.run(Call(UNIT, encoder(D, L + 2), (x3,), {"offset": 1}, **on_meta)).output
     check_tensor(got, shape=x3.shape, device_type="meta", what="SinusoidalPositionalEncoding on meta")
+    got = subject.run(Call(UNIT, "apply_rope", (x, torch.arange(L) + 3))).output  # meta tensors hold no values
+    assert_close(got, rope64(x, torch.arange(L) + 3), atol=rope_atol(x, L + 3),
+                 what="apply_rope on the CPU (explicit positions)")
 
 
 @pytest.mark.points(0)

@@ -13,8 +13,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.gradcheck import check_gradients
 from autograder.subject import Call, New
+from anchors import check_gradients_of
 from oracles_recurrent_cells import (
     CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, jacobian_norms64, lstm64,
     permuted_orders, sequence_reference, torch_cell, unroll64,
@@ -23,6 +23,16 @@ from tensors import randn, seeds
 
 pytestmark = pytest.mark.unit("recurrent_cells")
 UNIT = "recurrent_cells"
+# The checks a constant or shape-only answer may pass, and so the only points it may earn
+# (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors;
+# the public last-entry check asks for sqrt(H), a constant.
+SHAPE_CHECKS = (
+    "test_recurrent_cells_public.py::test_unroll_shapes",
+    "test_recurrent_cells_public.py::test_unbatched_step_stays_unbatched",
+    "test_recurrent_cells_public.py::test_wrong_shapes_raise_value_error",
+    "test_recurrent_cells_public.py::test_gradient_norms_last_entry",
+    "test_recurrent_cells_properties.py::test_bad_shapes_raise_value_error",
+)
 
 sizes = st.integers(1, 5)
 batches = st.sampled_from([None, 1, 2, 3])  # None: unbatched
@@ -191,11 +201,13 @@ def test_lstm_open_forget_closed_input_keeps_c(subject, D, H, batch, seed):
     params = saturated("lstm", D, H, seed, {0: -1, 1: +1})  # i = 0, f = 1 (gate order i, f, g, o)
     x, (h, c) = step_args("lstm", batch, D, H, seed + 10, True)
     got = subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, (h, c)))).output
-    _, c_next = as_pair(got, "LSTMCell's output")
+    h_next, c_next = as_pair(got, "LSTMCell's output")
     assert_close(c_next, c.double(), what="c' with the forget gate f = 1 and the input gate i = 0", hints=[
         (torch.zeros_like(c, dtype=torch.float64), "c' = f * c + i * g: with f = 1 the old c must come through; the term f * c is missing."),
         (lstm64(x, (h, c), params, order="figo")[1], "weight_ih's first block is the input gate i, the second the forget gate f."),
     ])
+    # Passing c through is not a cell: h' must be right too.
+    assert_close(h_next, lstm64(x, (h, c), params)[0], what="h' with the forget gate f = 1 and the input gate i = 0")
 
 
 @pytest.mark.points(1)
@@ -209,6 +221,7 @@ def test_lstm_hidden_state_is_bounded(subject, D, H, batch, seed):
     worst = float(h_next.abs().max())
     if not worst <= 1.0 + 1e-6:
         raise AssertionError(f"|h'| reached {worst:.4g}: h' = o * tanh(c') can never leave [-1, 1]. Hint: is the tanh on c' missing?")
+    assert_close(h_next, lstm64(x, state, params)[0], what="h' for a large c")  # zeros are bounded too
 
 
 @pytest.mark.points(2)
@@ -222,6 +235,10 @@ def test_gru_update_gate_one_keeps_h(subject, D, H, batch, seed):
         (gru64(x, h, params, update_reversed=True), "h' = (1 - z) * n + z * h: with z = 1 the old h comes through unchanged; you swapped z and 1 - z."),
         (gru64(x, h, params, order="zrn"), "weight_ih's blocks are r, z, n: the second block is the update gate z."),
     ])
+    # Returning h is right only there: the same cell with a free update gate must move h.
+    free = cell_params("gru", D, H, True, seed)
+    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, free), (x, h))).output
+    assert_close(got, gru64(x, h, free), what="h' with the update gate free")
 
 
 @pytest.mark.points(2)
@@ -346,6 +363,8 @@ def test_unroll_is_causal(subject, case, seed, data):
     before, _ = run_unroll(subject, cell, xs, state)
     after, _ = run_unroll(subject, cell, changed, state)
     check_tensor(after, shape=(case["B"], case["T"], case["H"]), what="unroll's outputs")
+    # Constants are causal too: the outputs must also be right.
+    assert_close(before, unroll64(torch_cell(kind, params), xs, state)[0], what="unroll's outputs")
     assert_close(after[:, :t], before[:, :t], atol=1e-6, what=f"outputs[:, :{t}] after changing xs[:, {t}:]",
                  hints=[(before[:, :t].flip(1), "the sequence runs backwards: step t must read xs[:, t].")])
 
@@ -366,6 +385,8 @@ def test_unroll_resumes_from_a_state(subject, case, T2, seed):
     check_tensor(out1, shape=(case["B"], case["T"], case["H"]), what="unroll's outputs on the first part")
     check_tensor(out2, shape=(case["B"], T2, case["H"]), what="unroll's outputs on the second part")
     fresh, _ = unroll64(torch_cell(kind, params), second, None)
+    assert_close(whole, unroll64(torch_cell(kind, params), torch.cat([first, second], dim=1), state)[0],
+                 what="unroll's outputs on both parts at once")  # constants resume too
     assert_close(out2, whole[:, case["T"]:], what="the outputs of the second part, resumed from the first part's final state",
                  hints=[(fresh, "the state passed to unroll was ignored: the second part started from zeros.")])
     assert_close(out1, whole[:, :case["T"]], what="the outputs of the first part")
@@ -439,6 +460,7 @@ def test_gradient_norms_last_entry_is_sqrt_hidden(subject, case, seed):
                        shape=(case["T"],), what="gradient_norms")
     assert_close(got[-1], torch.tensor(math.sqrt(H), dtype=torch.float64), what="the last entry of gradient_norms",
                  hints=[(torch.tensor(float(H)), "that is H: the squared norm; take the square root.")])
+    assert_close(got, jacobian_norms64(kind, params, xs, state), what="gradient_norms")  # a constant sqrt(H) ends right too
 
 
 @pytest.mark.points(2)
@@ -491,7 +513,8 @@ def test_dtype_is_preserved(subject, kind, D, H, batch, given_state, T, dtype, s
 def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
     """the whole unit runs on the meta device (zero states are created on the input's device)"""
     meta = dict(device="meta")
-    cell = student_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
+    params = cell_params(kind, D, H, True, seed)
+    cell = student_cell(kind, D, H, True, params)
     for batch in (B, None):
         for given_state in (False, True):
             args = step_args(kind, batch, D, H, seed + 10, given_state)
@@ -504,6 +527,8 @@ def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
     check_tensor(outputs, shape=(1, T, H), device_type="meta", what="unroll's outputs on meta")
     norms = run_norms(subject, cell, xs, **meta)
     check_tensor(norms, shape=(T,), device_type="meta", what="gradient_norms on meta")
+    got = subject.run(Call(UNIT, cell, args)).output  # meta tensors hold no values
+    assert_cell_output(kind, got, cell_reference(kind, params, args)[0], what=" on the CPU")
 
 
 @pytest.mark.points(0)
@@ -585,7 +610,8 @@ def gradcheck_cell(subject, kind, D, H, batch, bias, seed):
             return Call(UNIT, cell, tuple(tensors), dtype=torch.float64, grad_outputs=grad_outputs)
         tensors = [x, state]
     try:
-        check_gradients(subject.run, build, tensors, seed=seed)
+        base = check_gradients_of(subject, build, tensors, seed=seed)
+        assert_cell_output(kind, base, cell_reference(kind, params, (x, state))[0], atol=1e-10, rtol=1e-9)
     except AssertionError as error:
         name = CLASS[kind] + (f"(nonlinearity={kind.removeprefix('rnn_')!r})" if kind.startswith("rnn") else "")
         raise AssertionError(f"{name}: {error}") from None

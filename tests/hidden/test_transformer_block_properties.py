@@ -17,7 +17,6 @@ Decisions where the API page is silent (following ``nn.TransformerEncoderLayer``
     formula passes (two-pass, ``torch.var``, even E[x^2] - E[x]^2), while the
     eps placement, which changes such rows by a factor of 3, is still pinned.
 """
-import math
 
 import pytest
 import torch
@@ -25,8 +24,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.gradcheck import check_gradients
 from autograder.subject import Call, New
+from anchors import check_gradients_of
 from oracles_transformer_block import (
     LINEAR_BIASES, NORM_BIASES, block_hints, block_state, ffn64, ffn_state, layer_norm64, norm_state, one_thread,
     torch_block, torch_layer_norm,
@@ -36,6 +35,16 @@ from tensors import permutation, rand_bool, randn, seeds
 pytestmark = pytest.mark.unit("transformer_block")
 UNIT = "transformer_block"
 BLOCK_TOL = dict(atol=1e-4, rtol=1e-4)
+# The checks a constant or shape-only answer may pass, and so the only points it may earn
+# (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors;
+# the public pre-norm check's answer is the input itself.
+SHAPE_CHECKS = (
+    "test_transformer_block_public.py::test_block_output_shape",
+    "test_transformer_block_public.py::test_layer_norm_without_affine_has_no_parameters",
+    "test_transformer_block_public.py::test_layer_norm_wrong_size_raises_value_error",
+    "test_transformer_block_public.py::test_pre_norm_block_with_silent_sublayers_is_identity",
+    "test_transformer_block_properties.py::test_bad_sizes_raise_value_error",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -187,6 +196,8 @@ def test_layer_norm_affine_invariance(subject, batch, d, seed):
     plain = run_layer_norm(subject, x, state, eps=1e-8)
     moved = run_layer_norm(subject, a * x + b, state, eps=1e-8)
     check_tensor(plain, shape=x.shape, what="LayerNorm(x)")
+    assert_close(plain, torch_layer_norm(x, state["weight"], state["bias"], 1e-8), atol=1e-4, rtol=1e-3,
+                 what="LayerNorm(x)")  # a constant answer is invariant too
     assert_close(moved, plain, atol=1e-4, rtol=1e-3, what="LayerNorm(a * x + b) compared with LayerNorm(x)")
 
 
@@ -205,6 +216,8 @@ def test_layer_norm_positions_are_independent(subject, B, L, d, seed, data):
         ((-2, -1), "normalize over the last dim only, not over positions and features together."),
     ]]
     check_tensor(whole, shape=x.shape, what="LayerNorm(x)")
+    assert_close(whole, torch_layer_norm(x, state["weight"], state["bias"]), atol=1e-5, rtol=2e-4,
+                 what="LayerNorm(x)")  # a constant answer is position-wise too
     assert_close(whole[b:b + 1, i:i + 1], alone, what=f"position ({b}, {i}) normalized within x vs on its own",
                  hints=hints)
     changed = x.clone()
@@ -239,7 +252,9 @@ def test_layer_norm_gradients(subject, batch, d, seed):
     def build(tensors, grad_outputs):
         return Call(UNIT, layer_norm_recipe(d, state), tuple(tensors), dtype=torch.float64, grad_outputs=grad_outputs)
 
-    check_gradients(subject.run, build, [x], seed=seed)
+    base = check_gradients_of(subject, build, [x], seed=seed)
+    assert_close(base, torch_layer_norm(x, state["weight"], state["bias"]), atol=1e-10, rtol=1e-9,
+                 what=f"LayerNorm({d})(x) in float64")
     upstream = randn(x.shape, seed + 2, dtype=torch.float64)
     result = subject.run(build([x], upstream))
     w = state["weight"].double().requires_grad_()
@@ -394,7 +409,9 @@ def test_block_gradcheck(subject, shapes, seed, norm_first, is_causal):
         return Call(UNIT, block_recipe(shapes, state, norm_first=norm_first), tuple(tensors),
                     {"is_causal": is_causal, "key_padding_mask": padding}, dtype=torch.float64, grad_outputs=grad_outputs)
 
-    check_gradients(subject.run, build, [x], seed=seed)
+    base = check_gradients_of(subject, build, [x], seed=seed)
+    assert_close(base, torch_block(x, state, heads, norm_first=norm_first, is_causal=is_causal, key_padding_mask=padding),
+                 atol=1e-10, rtol=1e-9, what="output of a float64 block")  # the identity's gradients are right too
 
 
 # -- structure ------------------------------------------------------------------------
@@ -430,6 +447,8 @@ def test_block_is_causal(subject, shapes, seed, norm_first, data):
     a = run_block(subject, shapes, state, x, norm_first=norm_first, is_causal=True)
     b = run_block(subject, shapes, state, later, norm_first=norm_first, is_causal=True)
     check_tensor(b, shape=(B, L, d), what="TransformerBlock output")
+    assert_close(a, torch_block(x, state, heads, norm_first=norm_first, is_causal=True), what="TransformerBlock output",
+                 **BLOCK_TOL)  # the identity is causal too
     assert_close(b[:, : t + 1], a[:, : t + 1], atol=1e-5,
                  what=f"outputs at positions <= {t} after changing later positions (is_causal=True)")
 
@@ -444,6 +463,8 @@ def test_block_is_position_wise_outside_attention(subject, shapes, seed, norm_fi
     x = randn((B, L, d), seed + 1)
     whole = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first), shape=(B, L, d),
                          what="TransformerBlock output")
+    assert_close(whole, torch_block(x, state, heads, norm_first=norm_first), what="TransformerBlock output",
+                 **BLOCK_TOL)  # the identity is position-wise too
     for i in range(L):
         alone = run_block(subject, (B, 1, d, heads, d_ff), state, x[:, i:i + 1], norm_first=norm_first)
         assert_close(whole[:, i:i + 1], alone, what=f"position {i} computed within the sequence vs on its own")
@@ -458,6 +479,8 @@ def test_block_permutation_equivariant(subject, shapes, seed, norm_first):
     x = randn((B, L, d), seed + 1)
     perm = permutation(L, seed)
     a = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first), shape=(B, L, d), what="output")
+    # The identity is equivariant too: the output must also be right.
+    assert_close(a, torch_block(x, state, heads, norm_first=norm_first), what="output", **BLOCK_TOL)
     b = run_block(subject, shapes, state, x[:, perm], norm_first=norm_first)
     assert_close_lazy(b, a[:, perm], lambda: [(
         torch_block(x[:, perm], state, heads, norm_first=norm_first, is_causal=True),
@@ -548,6 +571,9 @@ def test_runs_on_meta_device(subject, shapes, seed, norm_first, data):
     check_tensor(out, shape=(B, L, d), device_type="meta", what=f"block output on meta with {sorted(masks)}")
     out = subject.run(Call(UNIT, New("FeedForward", (d, d_ff)), (x,), device="meta")).output
     check_tensor(out, shape=(B, L, d), device_type="meta", what="FeedForward output on meta")
+    out = run_block(subject, shapes, state, x, norm_first=norm_first, **masks)  # meta tensors hold no values
+    assert_close(out, torch_block(x, state, heads, norm_first=norm_first, **masks), what="block output on the CPU",
+                 **BLOCK_TOL)
 
 
 @pytest.mark.points(0)

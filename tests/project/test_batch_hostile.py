@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT, attn_course
+from conftest import ROOT, attn_course, grade_json
 import mutants
 from autograder.batch import Student, _chunks
 
@@ -57,7 +57,8 @@ def test_no_upload_stops_or_poisons_the_batch(tmp_path):
         subprocess.run(["rm", "-rf", str(subs / "deep_folder")], check=True)
     book = _book(out)
     possible = float(book["Points Possible"][2])
-    assert possible > 0
+    carol_record = json.loads((out / "students" / "carol.json").read_text())
+    assert possible == carol_record["result"]["units"]["attention"]["max_score"] > 0
     # Every honest classmate is graded on their own code, full marks.
     for name in (*honest, zed, alice, "report.json", "sparse_file"):
         assert book[name][1] == "graded" and float(book[name][2]) == possible, (name, book[name])
@@ -144,3 +145,14 @@ def test_two_jobs_use_two_processes_for_a_class_of_two():
     eleven = [Student(str(i), Path(str(i)), str(i)) for i in range(11)]
     assert [len(c) for c in _chunks(eleven, 2)] == [5, 5, 1]
     assert [len(c) for c in _chunks(eleven, 1)] == [5, 5, 1]
+
+
+def test_points_possible_holds_when_nobody_was_gradable(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "dave.zip").write_bytes(b"not a zip")
+    _batch(subs, out)
+    book = _book(out)
+    assert "not a readable zip" in book["dave"][1]
+    graded = grade_json([ROOT / "solutions"], ["attention"], "--no-sandbox")[0]
+    assert float(book["Points Possible"][2]) == graded["units"]["attention"]["max_score"] > 0
