@@ -48,6 +48,9 @@ def causal_mask(query_len: int, key_len: int | None = None, *, device=None) -> T
       device: where to create the mask.
     Returns:
       mask: (L, S) bool, True = may attend.
+
+    Raises:
+      ValueError naming both lengths if query_len or key_len is negative.
     """
     # TODO: implement causal_mask (see its docstring).
     raise NotImplementedError("causal_mask: not implemented yet")
@@ -81,7 +84,9 @@ def scaled_dot_product_attention(
         may attend has zero weights and a zero output.
 
     Raises:
-      ValueError if the ranks or sizes of query, key and value disagree.
+      ValueError, with a message naming the argument and both sizes, if a
+      tensor has fewer than 2 dims, query's E differs from key's, key's S
+      differs from value's, or dropout_p is not in [0, 1).
     """
     # TODO: implement scaled_dot_product_attention (see its docstring).
     raise NotImplementedError("scaled_dot_product_attention: not implemented yet")

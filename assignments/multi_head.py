@@ -36,7 +36,8 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
       ``x[:, :, h*Dh:(h+1)*Dh]``.
 
     Raises:
-      ValueError if x is not 3-D or E is not divisible by num_heads.
+      ValueError naming the shape (or both E and num_heads) if x is not 3-D
+      or E is not divisible by num_heads.
 
     Hint: a single ``.view(B, H, L, Dh)`` has the right shape and the wrong
     contents. Split the last dim first, then move the head dim.
@@ -54,7 +55,7 @@ def merge_heads(x: Tensor) -> Tensor:
       (B, L, H * Dh), where features ``h*Dh:(h+1)*Dh`` come from head ``h``.
 
     Raises:
-      ValueError if x is not 4-D.
+      ValueError naming the shape if x is not 4-D.
     """
     # TODO: implement merge_heads (see its docstring).
     raise NotImplementedError("merge_heads: not implemented yet")
@@ -106,7 +107,8 @@ class MultiHeadAttention(nn.Module):
           dropout: probability of dropping an attention weight while training.
           kdim, vdim: feature sizes of key and value (default E).
         Raises:
-          ValueError if embed_dim is not divisible by num_heads.
+          ValueError naming both sizes if embed_dim is not divisible by
+          num_heads (or dropout is not in [0, 1)).
         """
         super().__init__()
         # TODO: implement __init__ (see its docstring).
@@ -145,7 +147,9 @@ class MultiHeadAttention(nn.Module):
             ``out_proj.bias`` (torch gives NaN there).
 
         Raises:
-          ValueError if the ranks or sizes of the inputs or masks disagree.
+          ValueError naming the argument and the sizes if the ranks or sizes
+          of the inputs or masks disagree (for example a query whose width is
+          not embed_dim: name both widths).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")

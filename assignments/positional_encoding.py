@@ -58,7 +58,8 @@ def sinusoidal_encoding(
       PE: (P, dim)
 
     Raises:
-      ValueError if dim is odd or not positive, or num_positions is negative.
+      ValueError naming the value if dim is odd or not positive, or
+      num_positions is negative.
     """
     # TODO: implement sinusoidal_encoding (see its docstring).
     raise NotImplementedError("sinusoidal_encoding: not implemented yet")
@@ -79,7 +80,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         """Compute the table once and register it as a non-persistent buffer.
 
         Inputs:
-          dim: the number of features; must be even (ValueError otherwise).
+          dim: the number of features; must be even (ValueError naming it otherwise).
           max_len: the number of positions in the table.
           base: as in ``sinusoidal_encoding``.
         """
@@ -98,8 +99,8 @@ class SinusoidalPositionalEncoding(nn.Module):
           (B, L, dim), x's dtype.
 
         Raises:
-          ValueError if x's last dim is not dim, offset is negative, or
-          offset + L > max_len.
+          ValueError naming the sizes if x's last dim is not dim (name both),
+          offset is negative, or offset + L > max_len (name offset, L and max_len).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -123,7 +124,7 @@ def apply_rope(x: Tensor, positions: Tensor | None = None, *, base: float = 1000
       (..., L, D), x's dtype.
 
     Raises:
-      ValueError if x has fewer than 2 dims or D is odd.
+      ValueError naming the shape if x has fewer than 2 dims or D is odd.
     """
     # TODO: implement apply_rope (see its docstring).
     raise NotImplementedError("apply_rope: not implemented yet")

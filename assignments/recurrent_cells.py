@@ -27,6 +27,13 @@ Decisions where the API page is silent:
     one step; ``gradient_norms`` needs a batch of one (``B == 1``);
   * for an LSTM, ``d h_T / d h_t`` is the partial derivative with ``c_t`` held
     fixed (what autograd gives for the tensor ``h_t``).
+
+What you write: only what the course API page names (the three cells'
+``__init__`` and ``forward``, ``unroll`` and ``gradient_norms``). The private
+helpers ``_as_batch``, ``_as_state``, ``_affine``, ``_init_cell``, ``_hidden``
+and ``_check_sequence`` are given, complete: they are the plumbing the three
+cells share (shape checks, zero states, parameter creation). Use them or not,
+as you like; the grader only ever calls the public names.
 """
 import math
 
@@ -44,8 +51,12 @@ def _as_batch(x: Tensor, input_size: int) -> tuple[Tensor, bool]:
       x: (B, D), a view of the input (B = 1 when it was unbatched).
       batched: whether the input had a batch dim.
     """
-    # TODO: implement _as_batch (see its docstring).
-    raise NotImplementedError("_as_batch: not implemented yet")
+    if x.dim() not in (1, 2):
+        raise ValueError(f"x must have shape (B, {input_size}) or ({input_size},); got {tuple(x.shape)}")
+    if x.shape[-1] != input_size:
+        raise ValueError(f"x has {x.shape[-1]} features but the cell's input_size is {input_size}")
+    batched = x.dim() == 2
+    return (x if batched else x.unsqueeze(0)), batched  # (B, D)
 
 
 def _as_state(h: Tensor | None, x: Tensor, batched: bool, hidden_size: int, name: str = "h") -> Tensor:
@@ -60,8 +71,13 @@ def _as_state(h: Tensor | None, x: Tensor, batched: bool, hidden_size: int, name
     Returns:
       h: (B, H), zeros on x's device and dtype when ``h`` is None.
     """
-    # TODO: implement _as_state (see its docstring).
-    raise NotImplementedError("_as_state: not implemented yet")
+    expected = (x.shape[0], hidden_size) if batched else (hidden_size,)
+    if h is None:
+        return x.new_zeros(x.shape[0], hidden_size)  # (B, H), on x's device and dtype
+    if tuple(h.shape) != expected:
+        raise ValueError(f"{name} must have shape {expected} to match x of shape "
+                         f"{tuple(x.shape) if batched else (x.shape[-1],)}; got {tuple(h.shape)}")
+    return h if batched else h.unsqueeze(0)  # (B, H)
 
 
 def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -74,8 +90,8 @@ def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     Returns:
       (B, G)
     """
-    # TODO: implement _affine (see its docstring).
-    raise NotImplementedError("_affine: not implemented yet")
+    out = x @ weight.t()  # (B, G)
+    return out if bias is None else out + bias
 
 
 def _init_cell(cell: nn.Module, input_size: int, hidden_size: int, bias: bool, gates: int) -> None:
@@ -86,8 +102,19 @@ def _init_cell(cell: nn.Module, input_size: int, hidden_size: int, bias: bool, g
     bias_hh (gates*H,) (registered as None when ``bias`` is False, as torch does),
     all uniform in (-1/sqrt(H), 1/sqrt(H)).
     """
-    # TODO: implement _init_cell (see its docstring).
-    raise NotImplementedError("_init_cell: not implemented yet")
+    if input_size <= 0 or hidden_size <= 0:
+        raise ValueError(f"input_size={input_size} and hidden_size={hidden_size} must be positive")
+    cell.input_size, cell.hidden_size, cell.bias = input_size, hidden_size, bias
+    bound = 1.0 / math.sqrt(hidden_size)
+    shapes = {"weight_ih": (gates * hidden_size, input_size), "weight_hh": (gates * hidden_size, hidden_size)}
+    if bias:
+        shapes.update(bias_ih=(gates * hidden_size,), bias_hh=(gates * hidden_size,))
+    for name, shape in shapes.items():
+        setattr(cell, name, nn.Parameter(torch.empty(shape).uniform_(-bound, bound)))
+    if not bias:
+        # Registered as None, so state_dict has no bias keys, exactly like torch's cells.
+        cell.register_parameter("bias_ih", None)
+        cell.register_parameter("bias_hh", None)
 
 
 class RNNCell(nn.Module):
@@ -107,6 +134,10 @@ class RNNCell(nn.Module):
           hidden_size: H.
           bias: whether to have bias_ih and bias_hh.
           nonlinearity: "tanh" or "relu"; anything else raises ValueError (as torch).
+
+        Raises:
+          ValueError naming the value if nonlinearity is not "tanh" or "relu",
+          or naming both sizes if input_size or hidden_size is not positive.
         """
         # TODO: implement __init__ (see its docstring).
         raise NotImplementedError("__init__: not implemented yet")
@@ -121,8 +152,9 @@ class RNNCell(nn.Module):
           h_next: (B, H) or unbatched (H,), like x.
 
         Raises:
-          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
-          shaped (B, H) or (H,) to match x (a different batch size included).
+          ValueError naming both shapes if x is not (B, D) or (D,) with
+          D = input_size, or h is not shaped (B, H) or (H,) to match x (a
+          different batch size included).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -148,6 +180,9 @@ class LSTMCell(nn.Module):
           input_size: D.
           hidden_size: H.
           bias: whether to have bias_ih and bias_hh.
+
+        Raises:
+          ValueError naming both sizes if input_size or hidden_size is not positive.
         """
         # TODO: implement __init__ (see its docstring).
         raise NotImplementedError("__init__: not implemented yet")
@@ -162,8 +197,9 @@ class LSTMCell(nn.Module):
           (h_next, c_next): each (B, H) or unbatched (H,), like x.
 
         Raises:
-          ValueError if x is not (B, D) or (D,) with D = input_size, if state is
-          not None or a pair, or if h or c is not shaped (B, H) or (H,) to match x.
+          ValueError naming both shapes if x is not (B, D) or (D,) with
+          D = input_size, or if h or c is not shaped (B, H) or (H,) to match x;
+          ValueError if state is not None or a pair.
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -190,6 +226,9 @@ class GRUCell(nn.Module):
           input_size: D.
           hidden_size: H.
           bias: whether to have bias_ih and bias_hh.
+
+        Raises:
+          ValueError naming both sizes if input_size or hidden_size is not positive.
         """
         # TODO: implement __init__ (see its docstring).
         raise NotImplementedError("__init__: not implemented yet")
@@ -204,8 +243,9 @@ class GRUCell(nn.Module):
           h_next: (B, H) or unbatched (H,), like x.
 
         Raises:
-          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
-          shaped (B, H) or (H,) to match x (a different batch size included).
+          ValueError naming both shapes if x is not (B, D) or (D,) with
+          D = input_size, or h is not shaped (B, H) or (H,) to match x (a
+          different batch size included).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -213,14 +253,15 @@ class GRUCell(nn.Module):
 
 def _hidden(state):
     """The h of a cell's output: the state itself, or the first of (h, c)."""
-    # TODO: implement _hidden (see its docstring).
-    raise NotImplementedError("_hidden: not implemented yet")
+    return state[0] if isinstance(state, (tuple, list)) else state
 
 
 def _check_sequence(xs: Tensor, who: str) -> None:
     """Raise ValueError unless xs is (B, T, D) with T >= 1."""
-    # TODO: implement _check_sequence (see its docstring).
-    raise NotImplementedError("_check_sequence: not implemented yet")
+    if xs.dim() != 3:
+        raise ValueError(f"{who}: xs must have shape (B, T, D); got {tuple(xs.shape)}")
+    if xs.shape[1] == 0:
+        raise ValueError(f"{who}: xs must have at least one step; got shape {tuple(xs.shape)}")
 
 
 def unroll(cell: nn.Module, xs: Tensor, state=None):
@@ -236,7 +277,7 @@ def unroll(cell: nn.Module, xs: Tensor, state=None):
       final_state: what the cell returned at the last step (h, or (h, c)).
 
     Raises:
-      ValueError if xs is not (B, T, D) with T >= 1.
+      ValueError naming the shape if xs is not (B, T, D) with T >= 1.
     """
     # TODO: implement unroll (see its docstring).
     raise NotImplementedError("unroll: not implemented yet")
@@ -261,7 +302,7 @@ def gradient_norms(cell: nn.Module, xs: Tensor, state=None) -> Tensor:
     fields are left untouched (``torch.autograd.grad``, not ``backward``).
 
     Raises:
-      ValueError if xs is not (1, T, D) with T >= 1.
+      ValueError naming the shape if xs is not (1, T, D) with T >= 1.
     """
     # TODO: implement gradient_norms (see its docstring).
     raise NotImplementedError("gradient_norms: not implemented yet")

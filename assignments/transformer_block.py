@@ -42,11 +42,13 @@ class LayerNorm(nn.Module):
       eps: added to the variance, inside the square root.
       elementwise_affine: learn ``weight`` (d,) (init ones) and ``bias`` (d,)
         (init zeros); when False there are no parameters (both are ``None``).
+      bias: when False there is no ``bias`` (it is ``None``; ``weight`` stays),
+        as ``nn.LayerNorm(..., bias=False)``.
     Raises:
-      ValueError if ``normalized_shape`` is not a positive int.
+      ValueError naming the value if ``normalized_shape`` is not a positive int.
     """
 
-    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True):
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True):
         """Create ``weight`` and ``bias`` (or none), as described in the class docstring."""
         # TODO: implement __init__ (see its docstring).
         raise NotImplementedError("__init__: not implemented yet")
@@ -59,7 +61,7 @@ class LayerNorm(nn.Module):
         Returns:
           Tensor (..., d), same dtype and device as ``x``.
         Raises:
-          ValueError if the last dim of ``x`` is not d.
+          ValueError naming both sizes if the last dim of ``x`` is not d.
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")
@@ -72,13 +74,16 @@ class FeedForward(nn.Module):
       d_model: size of each position's features.
       d_ff: size of the hidden layer (usually 4 * d_model).
       dropout: probability of zeroing each hidden unit in training mode.
+      bias: whether linear1 and linear2 have biases.
     Submodules:
-      linear1: nn.Linear(d_model, d_ff)
+      linear1: nn.Linear(d_model, d_ff, bias=bias)
       dropout: nn.Dropout(dropout)
-      linear2: nn.Linear(d_ff, d_model)
+      linear2: nn.Linear(d_ff, d_model, bias=bias)
+    Raises:
+      ValueError naming both sizes if d_model or d_ff is not positive.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True):
         """Create ``linear1``, ``dropout`` and ``linear2``, as described in the class docstring."""
         # TODO: implement __init__ (see its docstring).
         raise NotImplementedError("__init__: not implemented yet")
@@ -122,10 +127,12 @@ class TransformerBlock(nn.Module):
       bias: if False, no Linear layer and no LayerNorm has an additive bias
         (as nn.TransformerEncoderLayer(..., bias=False)).
     Submodules:
-      self_attn: MultiHeadAttention(d_model, num_heads)
-      ffn: FeedForward(d_model, d_ff)
-      norm1, norm2: LayerNorm(d_model)
+      self_attn: MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)
+      ffn: FeedForward(d_model, d_ff, dropout, bias=bias)
+      norm1, norm2: LayerNorm(d_model, bias=bias)
       dropout1, dropout2: nn.Dropout(dropout)
+    Raises:
+      ValueError naming both sizes if d_model is not a positive multiple of num_heads.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *, dropout: float = 0.0,
@@ -146,7 +153,7 @@ class TransformerBlock(nn.Module):
         Returns:
           Tensor (B, L, d_model).
         Raises:
-          ValueError if x is not (B, L, d_model).
+          ValueError naming the shape if x is not (B, L, d_model).
         """
         # TODO: implement forward (see its docstring).
         raise NotImplementedError("forward: not implemented yet")

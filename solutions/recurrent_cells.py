@@ -25,6 +25,13 @@ Decisions where the API page is silent:
     one step; ``gradient_norms`` needs a batch of one (``B == 1``);
   * for an LSTM, ``d h_T / d h_t`` is the partial derivative with ``c_t`` held
     fixed (what autograd gives for the tensor ``h_t``).
+
+What you write: only what the course API page names (the three cells'
+``__init__`` and ``forward``, ``unroll`` and ``gradient_norms``). The private
+helpers ``_as_batch``, ``_as_state``, ``_affine``, ``_init_cell``, ``_hidden``
+and ``_check_sequence`` are given, complete: they are the plumbing the three
+cells share (shape checks, zero states, parameter creation). Use them or not,
+as you like; the grader only ever calls the public names.
 """
 import math
 
@@ -42,14 +49,12 @@ def _as_batch(x: Tensor, input_size: int) -> tuple[Tensor, bool]:
       x: (B, D), a view of the input (B = 1 when it was unbatched).
       batched: whether the input had a batch dim.
     """
-    ### BEGIN SOLUTION
     if x.dim() not in (1, 2):
         raise ValueError(f"x must have shape (B, {input_size}) or ({input_size},); got {tuple(x.shape)}")
     if x.shape[-1] != input_size:
         raise ValueError(f"x has {x.shape[-1]} features but the cell's input_size is {input_size}")
     batched = x.dim() == 2
     return (x if batched else x.unsqueeze(0)), batched  # (B, D)
-    ### END SOLUTION
 
 
 def _as_state(h: Tensor | None, x: Tensor, batched: bool, hidden_size: int, name: str = "h") -> Tensor:
@@ -64,7 +69,6 @@ def _as_state(h: Tensor | None, x: Tensor, batched: bool, hidden_size: int, name
     Returns:
       h: (B, H), zeros on x's device and dtype when ``h`` is None.
     """
-    ### BEGIN SOLUTION
     expected = (x.shape[0], hidden_size) if batched else (hidden_size,)
     if h is None:
         return x.new_zeros(x.shape[0], hidden_size)  # (B, H), on x's device and dtype
@@ -72,7 +76,6 @@ def _as_state(h: Tensor | None, x: Tensor, batched: bool, hidden_size: int, name
         raise ValueError(f"{name} must have shape {expected} to match x of shape "
                          f"{tuple(x.shape) if batched else (x.shape[-1],)}; got {tuple(h.shape)}")
     return h if batched else h.unsqueeze(0)  # (B, H)
-    ### END SOLUTION
 
 
 def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -85,10 +88,8 @@ def _affine(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     Returns:
       (B, G)
     """
-    ### BEGIN SOLUTION
     out = x @ weight.t()  # (B, G)
     return out if bias is None else out + bias
-    ### END SOLUTION
 
 
 def _init_cell(cell: nn.Module, input_size: int, hidden_size: int, bias: bool, gates: int) -> None:
@@ -99,7 +100,6 @@ def _init_cell(cell: nn.Module, input_size: int, hidden_size: int, bias: bool, g
     bias_hh (gates*H,) (registered as None when ``bias`` is False, as torch does),
     all uniform in (-1/sqrt(H), 1/sqrt(H)).
     """
-    ### BEGIN SOLUTION
     if input_size <= 0 or hidden_size <= 0:
         raise ValueError(f"input_size={input_size} and hidden_size={hidden_size} must be positive")
     cell.input_size, cell.hidden_size, cell.bias = input_size, hidden_size, bias
@@ -113,7 +113,6 @@ def _init_cell(cell: nn.Module, input_size: int, hidden_size: int, bias: bool, g
         # Registered as None, so state_dict has no bias keys, exactly like torch's cells.
         cell.register_parameter("bias_ih", None)
         cell.register_parameter("bias_hh", None)
-    ### END SOLUTION
 
 
 class RNNCell(nn.Module):
@@ -133,6 +132,10 @@ class RNNCell(nn.Module):
           hidden_size: H.
           bias: whether to have bias_ih and bias_hh.
           nonlinearity: "tanh" or "relu"; anything else raises ValueError (as torch).
+
+        Raises:
+          ValueError naming the value if nonlinearity is not "tanh" or "relu",
+          or naming both sizes if input_size or hidden_size is not positive.
         """
         ### BEGIN SOLUTION
         super().__init__()
@@ -152,8 +155,9 @@ class RNNCell(nn.Module):
           h_next: (B, H) or unbatched (H,), like x.
 
         Raises:
-          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
-          shaped (B, H) or (H,) to match x (a different batch size included).
+          ValueError naming both shapes if x is not (B, D) or (D,) with
+          D = input_size, or h is not shaped (B, H) or (H,) to match x (a
+          different batch size included).
         """
         ### BEGIN SOLUTION
         x, batched = _as_batch(x, self.input_size)  # (B, D)
@@ -184,6 +188,9 @@ class LSTMCell(nn.Module):
           input_size: D.
           hidden_size: H.
           bias: whether to have bias_ih and bias_hh.
+
+        Raises:
+          ValueError naming both sizes if input_size or hidden_size is not positive.
         """
         ### BEGIN SOLUTION
         super().__init__()
@@ -200,8 +207,9 @@ class LSTMCell(nn.Module):
           (h_next, c_next): each (B, H) or unbatched (H,), like x.
 
         Raises:
-          ValueError if x is not (B, D) or (D,) with D = input_size, if state is
-          not None or a pair, or if h or c is not shaped (B, H) or (H,) to match x.
+          ValueError naming both shapes if x is not (B, D) or (D,) with
+          D = input_size, or if h or c is not shaped (B, H) or (H,) to match x;
+          ValueError if state is not None or a pair.
         """
         ### BEGIN SOLUTION
         x, batched = _as_batch(x, self.input_size)  # (B, D)
@@ -243,6 +251,9 @@ class GRUCell(nn.Module):
           input_size: D.
           hidden_size: H.
           bias: whether to have bias_ih and bias_hh.
+
+        Raises:
+          ValueError naming both sizes if input_size or hidden_size is not positive.
         """
         ### BEGIN SOLUTION
         super().__init__()
@@ -259,8 +270,9 @@ class GRUCell(nn.Module):
           h_next: (B, H) or unbatched (H,), like x.
 
         Raises:
-          ValueError if x is not (B, D) or (D,) with D = input_size, or h is not
-          shaped (B, H) or (H,) to match x (a different batch size included).
+          ValueError naming both shapes if x is not (B, D) or (D,) with
+          D = input_size, or h is not shaped (B, H) or (H,) to match x (a
+          different batch size included).
         """
         ### BEGIN SOLUTION
         x, batched = _as_batch(x, self.input_size)  # (B, D)
@@ -278,19 +290,15 @@ class GRUCell(nn.Module):
 
 def _hidden(state):
     """The h of a cell's output: the state itself, or the first of (h, c)."""
-    ### BEGIN SOLUTION
     return state[0] if isinstance(state, (tuple, list)) else state
-    ### END SOLUTION
 
 
 def _check_sequence(xs: Tensor, who: str) -> None:
     """Raise ValueError unless xs is (B, T, D) with T >= 1."""
-    ### BEGIN SOLUTION
     if xs.dim() != 3:
         raise ValueError(f"{who}: xs must have shape (B, T, D); got {tuple(xs.shape)}")
     if xs.shape[1] == 0:
         raise ValueError(f"{who}: xs must have at least one step; got shape {tuple(xs.shape)}")
-    ### END SOLUTION
 
 
 def unroll(cell: nn.Module, xs: Tensor, state=None):
@@ -306,7 +314,7 @@ def unroll(cell: nn.Module, xs: Tensor, state=None):
       final_state: what the cell returned at the last step (h, or (h, c)).
 
     Raises:
-      ValueError if xs is not (B, T, D) with T >= 1.
+      ValueError naming the shape if xs is not (B, T, D) with T >= 1.
     """
     ### BEGIN SOLUTION
     _check_sequence(xs, "unroll")
@@ -337,7 +345,7 @@ def gradient_norms(cell: nn.Module, xs: Tensor, state=None) -> Tensor:
     fields are left untouched (``torch.autograd.grad``, not ``backward``).
 
     Raises:
-      ValueError if xs is not (1, T, D) with T >= 1.
+      ValueError naming the shape if xs is not (1, T, D) with T >= 1.
     """
     ### BEGIN SOLUTION
     _check_sequence(xs, "gradient_norms")

@@ -40,11 +40,13 @@ class LayerNorm(nn.Module):
       eps: added to the variance, inside the square root.
       elementwise_affine: learn ``weight`` (d,) (init ones) and ``bias`` (d,)
         (init zeros); when False there are no parameters (both are ``None``).
+      bias: when False there is no ``bias`` (it is ``None``; ``weight`` stays),
+        as ``nn.LayerNorm(..., bias=False)``.
     Raises:
-      ValueError if ``normalized_shape`` is not a positive int.
+      ValueError naming the value if ``normalized_shape`` is not a positive int.
     """
 
-    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True):
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True):
         """Create ``weight`` and ``bias`` (or none), as described in the class docstring."""
         ### BEGIN SOLUTION
         super().__init__()
@@ -55,9 +57,11 @@ class LayerNorm(nn.Module):
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = nn.Parameter(torch.ones(normalized_shape))
-            self.bias = nn.Parameter(torch.zeros(normalized_shape))
         else:
             self.register_parameter("weight", None)
+        if elementwise_affine and bias:
+            self.bias = nn.Parameter(torch.zeros(normalized_shape))
+        else:
             self.register_parameter("bias", None)
         ### END SOLUTION
 
@@ -69,7 +73,7 @@ class LayerNorm(nn.Module):
         Returns:
           Tensor (..., d), same dtype and device as ``x``.
         Raises:
-          ValueError if the last dim of ``x`` is not d.
+          ValueError naming both sizes if the last dim of ``x`` is not d.
         """
         ### BEGIN SOLUTION
         if x.dim() == 0 or x.shape[-1] != self.normalized_shape:
@@ -98,21 +102,24 @@ class FeedForward(nn.Module):
       d_model: size of each position's features.
       d_ff: size of the hidden layer (usually 4 * d_model).
       dropout: probability of zeroing each hidden unit in training mode.
+      bias: whether linear1 and linear2 have biases.
     Submodules:
-      linear1: nn.Linear(d_model, d_ff)
+      linear1: nn.Linear(d_model, d_ff, bias=bias)
       dropout: nn.Dropout(dropout)
-      linear2: nn.Linear(d_ff, d_model)
+      linear2: nn.Linear(d_ff, d_model, bias=bias)
+    Raises:
+      ValueError naming both sizes if d_model or d_ff is not positive.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True):
         """Create ``linear1``, ``dropout`` and ``linear2``, as described in the class docstring."""
         ### BEGIN SOLUTION
         super().__init__()
         if d_model <= 0 or d_ff <= 0:
             raise ValueError(f"d_model={d_model} and d_ff={d_ff} must be positive")
-        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         ### END SOLUTION
 
     def forward(self, x: Tensor) -> Tensor:
@@ -157,10 +164,12 @@ class TransformerBlock(nn.Module):
       bias: if False, no Linear layer and no LayerNorm has an additive bias
         (as nn.TransformerEncoderLayer(..., bias=False)).
     Submodules:
-      self_attn: MultiHeadAttention(d_model, num_heads)
-      ffn: FeedForward(d_model, d_ff)
-      norm1, norm2: LayerNorm(d_model)
+      self_attn: MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)
+      ffn: FeedForward(d_model, d_ff, dropout, bias=bias)
+      norm1, norm2: LayerNorm(d_model, bias=bias)
       dropout1, dropout2: nn.Dropout(dropout)
+    Raises:
+      ValueError naming both sizes if d_model is not a positive multiple of num_heads.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *, dropout: float = 0.0,
@@ -173,16 +182,11 @@ class TransformerBlock(nn.Module):
         self.d_model = d_model
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, d_ff, dropout, bias=bias)
+        self.norm1 = LayerNorm(d_model, bias=bias)
+        self.norm2 = LayerNorm(d_model, bias=bias)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
-        if not bias:
-            # FeedForward and LayerNorm have no bias switch in their (fixed)
-            # signatures: remove the biases here, as torch's bias=False does.
-            for module in (self.ffn.linear1, self.ffn.linear2, self.norm1, self.norm2):
-                module.register_parameter("bias", None)
         ### END SOLUTION
 
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None,
@@ -197,7 +201,7 @@ class TransformerBlock(nn.Module):
         Returns:
           Tensor (B, L, d_model).
         Raises:
-          ValueError if x is not (B, L, d_model).
+          ValueError naming the shape if x is not (B, L, d_model).
         """
         ### BEGIN SOLUTION
         if x.dim() != 3 or x.shape[-1] != self.d_model:

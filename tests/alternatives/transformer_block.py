@@ -12,12 +12,12 @@ from .multi_head import MultiHeadAttention
 
 
 class LayerNorm(nn.Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, *, _bias=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
         self.d, self.eps = int(normalized_shape), float(eps)
         if elementwise_affine:
             self.weight = nn.Parameter(torch.ones(self.d))
-            self.bias = nn.Parameter(torch.zeros(self.d)) if _bias else None
+            self.bias = nn.Parameter(torch.zeros(self.d)) if bias else None
         else:
             self.weight = self.bias = None
 
@@ -35,10 +35,10 @@ class LayerNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model, d_ff, dropout=0.0, *, _bias=True):
+    def __init__(self, d_model, d_ff, dropout=0.0, bias=True):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff, bias=_bias)
-        self.linear2 = nn.Linear(d_ff, d_model, bias=_bias)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         self.p = dropout
 
     def forward(self, x):
@@ -54,9 +54,9 @@ class TransformerBlock(nn.Module):
         self.width = d_model
         self.pre = bool(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout, _bias=bias)
-        self.norm1 = LayerNorm(d_model, _bias=bias)
-        self.norm2 = LayerNorm(d_model, _bias=bias)
+        self.ffn = FeedForward(d_model, d_ff, dropout, bias)
+        self.norm1 = LayerNorm(d_model, bias=bias)
+        self.norm2 = LayerNorm(d_model, bias=bias)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 

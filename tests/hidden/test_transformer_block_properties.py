@@ -6,8 +6,8 @@ from torch itself (``F.layer_norm``, ``nn.TransformerEncoderLayer`` in float64);
 the hand-written oracles only build known-wrong answers for hints.
 
 Decisions where the API page is silent (following ``nn.TransformerEncoderLayer``):
-  * ``bias=False`` removes the biases of every Linear (self_attn and ffn); the
-    LayerNorms may keep a bias or not (a kept one is tested at zero);
+  * ``bias=False`` removes the biases of every Linear (self_attn and ffn) and of
+    both LayerNorms, as the API page says (``nn.TransformerEncoderLayer(bias=False)``);
   * masks are tested only on rows that keep at least one key (torch gives NaN
     on the others), and the attention dropout inside ``self_attn`` is not tested;
   * ``FeedForward`` and ``TransformerBlock`` are called on (B, L, d_model) only;
@@ -637,18 +637,37 @@ def test_bias_false_matches_torch(subject, shapes, seed, norm_first):
     x = randn((B, L, d), seed + 1)
     probe = subject.run(Call(UNIT, block_recipe(shapes, None, norm_first=norm_first, bias=False), (x,), return_state=True))
     keys = set(probe.state or {})
-    kept = sorted(keys & set(LINEAR_BIASES))
+    kept = sorted(keys & {*LINEAR_BIASES, *NORM_BIASES})
     if kept:
-        raise AssertionError(f"with bias=False the block still has {kept} (pass bias=False on to self_attn and "
-                             "drop the feed-forward biases, as nn.TransformerEncoderLayer does)")
+        raise AssertionError(f"with bias=False the block still has {kept} (pass bias=False on to self_attn, the "
+                             "feed-forward and both norms, as nn.TransformerEncoderLayer does)")
     theirs = block_state(d, d_ff, seed, bias=False)
     ours = dict(theirs)
-    for key in NORM_BIASES:  # a LayerNorm may keep its bias: at zero it changes nothing
-        if key in keys:
-            ours[key] = torch.zeros(d)
     unexpected = sorted(keys - set(ours))
     if unexpected:
         raise AssertionError(f"with bias=False the block has unexpected parameters or buffers {unexpected}")
     got = run_block(subject, shapes, ours, x, norm_first=norm_first, init={"bias": False})
     assert_close(got, torch_block(x, theirs, heads, norm_first=norm_first, bias=False),
                  what="output of a block with bias=False", dtype=torch.float32, **BLOCK_TOL)
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(B=st.integers(1, 3), L=st.integers(1, 4), d=st.integers(1, 8), d_ff=st.integers(1, 16), seed=seeds)
+def test_layer_norm_and_feed_forward_bias_false(subject, B, L, d, d_ff, seed):
+    """bias=False: LayerNorm keeps only its weight and FeedForward only its two weights, as torch's bias=False"""
+    x = randn((B, L, d), seed)
+    probe = subject.run(Call(UNIT, layer_norm_recipe(d, bias=False), (x,), return_state=True))
+    if sorted(probe.state or {}) != ["weight"]:
+        raise AssertionError(f"LayerNorm({d}, bias=False) must have only `weight` (as nn.LayerNorm(..., bias=False)); "
+                             f"it has {sorted(probe.state or {})}")
+    norm = {"weight": norm_state("n", d, seed + 1, bias=False)["n.weight"]}
+    assert_close(run_layer_norm(subject, x, norm, bias=False), torch_layer_norm(x, norm["weight"]),
+                 what=f"LayerNorm({d}, bias=False)(x)", dtype=torch.float32)
+    probe = subject.run(Call(UNIT, New("FeedForward", (d, d_ff), {"bias": False}), (x,), return_state=True))
+    if sorted(probe.state or {}) != ["linear1.weight", "linear2.weight"]:
+        raise AssertionError(f"FeedForward({d}, {d_ff}, bias=False) must pass bias=False to both linears; "
+                             f"it has {sorted(probe.state or {})}")
+    ffn = ffn_state(d, d_ff, seed + 2, bias=False)
+    got = subject.run(Call(UNIT, New("FeedForward", (d, d_ff), {"bias": False}, state=ffn), (x,))).output
+    assert_close(got, ffn64(x, ffn), what=f"FeedForward({d}, {d_ff}, bias=False)(x)", dtype=torch.float32)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from autograder.compare import assert_close, check_tensor
+from autograder.compare import assert_close, assert_raises, check_tensor
 from autograder.subject import Call
 
 pytestmark = pytest.mark.unit("attention")
@@ -51,3 +51,111 @@ def test_attention_hand_example(subject):
     out, weights = run(subject, "scaled_dot_product_attention", q, k, v)
     assert_close(weights, w.reshape(1, 1, 2), what="weights")
     assert_close(out, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="output")
+
+
+# In the cases below the query is zero, so every score is 0 and each query
+# spreads its weight evenly over the keys it may attend: the weights show
+# exactly which keys each query sees.
+def zero_query_case(L: int, S: int):
+    """q = 0 (B=1, L, E=2); the values of key j are 10^j, so an output names its keys."""
+    q, k = torch.zeros(1, L, 2), torch.arange(2.0 * S).reshape(1, S, 2)
+    v = (10.0 ** torch.arange(float(S))).reshape(1, S, 1)
+    return q, k, v
+
+
+def check_even_weights(subject, L, S, expected_rows, **kwargs):
+    q, k, v = zero_query_case(L, S)
+    expected = torch.tensor(expected_rows).unsqueeze(0)  # (1, L, S)
+    out, weights = run(subject, "scaled_dot_product_attention", q, k, v, **kwargs)
+    assert_close(weights, expected, what="weights")
+    assert_close(out, expected @ v, what="output")
+
+
+@pytest.mark.points(1)
+def test_bool_mask_true_means_may_attend(subject):
+    """a bool attn_mask: True = may attend, False keys get zero weight"""
+    mask = torch.tensor([[True, False, True], [False, True, False]])  # (L=2, S=3)
+    check_even_weights(subject, 2, 3, [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]], attn_mask=mask)
+
+
+@pytest.mark.points(1)
+def test_float_mask_is_added_to_the_scores(subject):
+    """a float attn_mask is added to the scores: adding [0, ln 2, ln 3] gives weights [1, 2, 3] / 6"""
+    mask = torch.tensor([[0.0, math.log(2.0), math.log(3.0)]])  # (L=1, S=3)
+    check_even_weights(subject, 1, 3, [[1 / 6, 2 / 6, 3 / 6]], attn_mask=mask)
+
+
+@pytest.mark.points(1)
+def test_causal_with_fewer_queries_than_keys_aligns_bottom_right(subject):
+    """is_causal with L=2 queries and S=3 keys aligns bottom-right: query 0 sees keys 0-1, query 1 sees all 3"""
+    want = torch.tensor([[True, True, False], [True, True, True]])
+    got = check_tensor(run(subject, "causal_mask", 2, 3), shape=(2, 3), dtype=torch.bool, what="causal_mask(2, 3)")
+    assert torch.equal(got, want), f"causal_mask(2, 3) gave\n{got}\nexpected (query i sits at position i + S - L)\n{want}"
+    check_even_weights(subject, 2, 3, [[0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]], is_causal=True)
+
+
+@pytest.mark.points(1)
+def test_causal_and_mask_both_apply(subject):
+    """is_causal and attn_mask combine: a key must be allowed by both"""
+    mask = torch.tensor([[True, False, True]])  # (1, S=3): key 1 hidden from every query
+    rows = [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.5, 0.0, 0.5]]
+    check_even_weights(subject, 3, 3, rows, attn_mask=mask, is_causal=True)
+
+
+@pytest.mark.points(1)
+def test_fully_masked_row_gives_zeros(subject):
+    """a query with no key it may attend gets zero weights and a zero output (not NaN, not uniform)"""
+    # Masking with a large finite number such as -1e9 instead of -inf gives
+    # this row uniform weights [1/2, 1/2].
+    mask = torch.tensor([[False, False], [True, False]])  # query 0 may attend nothing
+    check_even_weights(subject, 2, 2, [[0.0, 0.0], [1.0, 0.0]], attn_mask=mask)
+
+
+@pytest.mark.points(1)
+def test_dropout_zero_is_deterministic(subject):
+    """with dropout_p=0 nothing random happens: every seed gives softmax(q k^T / sqrt(E)) v"""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 8, 4, generator=gen) for _ in range(3))
+    weights = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # sqrt(E) = 2
+    for seed in (0, 1):
+        call = Call("attention", "scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.0}, seed=seed)
+        out, got = subject.run(call).output
+        assert_close(got, weights, what=f"weights with dropout_p=0 (seed {seed})")
+        assert_close(out, weights @ v, what=f"output with dropout_p=0 (seed {seed})")
+
+
+@pytest.mark.points(1)
+def test_dropout_zeroes_weights_and_rescales_the_rest(subject):
+    """dropout_p=0.25 zeroes about a quarter of the weights and multiplies the others by 1 / (1 - 0.25)"""
+    q, k, v = zero_query_case(40, 10)  # 400 weights, each 1/10 before dropout
+    _, weights = subject.run(Call("attention", "scaled_dot_product_attention", (q, k, v),
+                                  {"dropout_p": 0.25}, seed=0)).output
+    weights = check_tensor(weights, shape=(1, 40, 10), what="weights")
+    dropped = weights == 0
+    assert 0.15 < dropped.float().mean() < 0.35, f"{dropped.float().mean():.0%} of the weights are zero, expected about 25%"
+    assert_close(weights[~dropped], torch.full((int((~dropped).sum()),), 0.1 / 0.75), what="the surviving weights")
+
+
+@pytest.mark.points(1)
+def test_softmax_large_inputs_and_other_dims(subject):
+    """softmax is finite for inputs of 1e4 and normalizes along the dim it is given"""
+    x = torch.tensor([1e4, 1e4 + math.log(3.0)])
+    assert_close(run(subject, "softmax", x), torch.tensor([0.25, 0.75]), what="softmax([1e4, 1e4 + ln 3])")
+    columns = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
+    assert_close(run(subject, "softmax", columns, dim=0), torch.tensor([[0.25, 0.5], [0.75, 0.5]]),
+                 what="softmax([[0, 0], [ln 3, 0]], dim=0)")
+
+
+@pytest.mark.points(1)
+def test_scale_argument_replaces_one_over_sqrt_e(subject):
+    """scale=1 multiplies the scores by 1 instead of 1 / sqrt(E)"""
+    q, k = torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[math.log(3.0), 0.0], [0.0, 1.0]]])
+    _, weights = run(subject, "scaled_dot_product_attention", q, k, torch.zeros(1, 2, 1), scale=1.0)
+    assert_close(weights, torch.tensor([[[0.75, 0.25]]]), what="weights with scale=1")
+
+
+@pytest.mark.points(1)
+def test_wrong_widths_raise_value_error(subject):
+    """query and key of different widths raise ValueError naming both sizes"""
+    call = Call("attention", "scaled_dot_product_attention", (torch.zeros(1, 2, 3), torch.zeros(1, 4, 5), torch.zeros(1, 4, 1)))
+    assert_raises(subject.run, call, "ValueError", mentions=(3, 5))

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from autograder.compare import assert_close, check_tensor
+from autograder.compare import assert_close, assert_raises, check_tensor
 from autograder.subject import Call, New
 
 pytestmark = pytest.mark.unit("multi_head")
@@ -75,3 +75,89 @@ def test_padded_key_gets_no_weight(subject):
     check_tensor(weights, shape=(1, 3, 3), what="weights")
     assert_close(weights[..., 2], torch.zeros(1, 3), what="weights of the padded key")
     assert_close(weights.sum(-1), torch.ones(1, 3), what="weight row sums")
+
+
+def torch_reference(E: int, H: int, kdim: int, vdim: int, *, bias: bool):
+    """A seeded nn.MultiheadAttention and the same weights under this unit's names."""
+    torch.manual_seed(0)
+    ref = torch.nn.MultiheadAttention(E, H, bias=bias, kdim=kdim, vdim=vdim, batch_first=True).eval()
+    state = {"q_proj.weight": ref.q_proj_weight, "k_proj.weight": ref.k_proj_weight,
+             "v_proj.weight": ref.v_proj_weight, "out_proj.weight": ref.out_proj.weight}
+    if bias:
+        for name, b in zip(("q_proj", "k_proj", "v_proj"), ref.in_proj_bias.chunk(3)):
+            state[f"{name}.bias"] = b
+        state["out_proj.bias"] = ref.out_proj.bias
+    return ref, {name: t.detach().clone() for name, t in state.items()}
+
+
+@pytest.mark.points(1)
+def test_cross_attention_matches_torch(subject):
+    """cross-attention with kdim=3, vdim=5, L=2 queries and S=4 keys equals nn.MultiheadAttention, with and without bias"""
+    gen = torch.Generator().manual_seed(1)
+    q, key, value = torch.randn(2, 2, 4, generator=gen), torch.randn(2, 4, 3, generator=gen), torch.randn(2, 4, 5, generator=gen)
+    for bias in (True, False):
+        ref, state = torch_reference(4, 2, 3, 5, bias=bias)
+        with torch.no_grad():
+            want_out, want_weights = ref(q, key, value)
+            _, want_per_head = ref(q, key, value, average_attn_weights=False)
+        recipe = New("MultiHeadAttention", (4, 2), {"kdim": 3, "vdim": 5, "bias": bias}, state=state)
+        out, weights = subject.run(Call("multi_head", recipe, (q, key, value))).output
+        assert_close(weights, want_weights, what=f"weights averaged over heads (bias={bias})")
+        assert_close(out, want_out, what=f"output (bias={bias})")
+        _, per_head = subject.run(Call("multi_head", recipe, (q, key, value), {"average_attn_weights": False})).output
+        assert_close(per_head, want_per_head, what=f"per-head weights (bias={bias})")
+
+
+@pytest.mark.points(1)
+def test_fully_padded_batch_element_gives_out_proj_bias(subject):
+    """a batch element whose keys are all padding gets zero weights, and its output is out_proj.bias"""
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [2.0, 0.0]]])  # (B=2, L=2, E=2)
+    padding = torch.tensor([[False, True], [True, True]])  # element 1: every key padded
+    state = identity_state(2)
+    state["out_proj.bias"] = torch.tensor([0.5, -0.5])
+    recipe = New("MultiHeadAttention", (2, 1), state=state)
+    out, weights = subject.run(Call("multi_head", recipe, (x,), {"key_padding_mask": padding})).output
+    check_tensor(weights, shape=(2, 2, 2), what="weights")
+    assert_close(weights[0], torch.tensor([[1.0, 0.0], [1.0, 0.0]]), what="weights of batch element 0 (key 1 padded)")
+    assert_close(weights[1], torch.zeros(2, 2), what="weights of batch element 1 (all keys padded)")
+    assert_close(out[1], state["out_proj.bias"].expand(2, 2), what="output of batch element 1 (all keys padded)")
+
+
+@pytest.mark.points(1)
+def test_attn_mask_true_means_may_attend(subject):
+    """a bool attn_mask (L, S) follows unit 2: True = may attend (torch's bool masks mean the opposite)"""
+    x = torch.zeros(1, 2, 2)  # equal scores: the weights spread evenly over the allowed keys
+    mask = torch.tensor([[True, False], [True, True]])
+    recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
+    _, weights = subject.run(Call("multi_head", recipe, (x,), {"attn_mask": mask})).output
+    assert_close(weights, torch.tensor([[[1.0, 0.0], [0.5, 0.5]]]), what="weights")
+
+
+@pytest.mark.points(1)
+def test_is_causal_hides_later_keys(subject):
+    """is_causal=True: query i attends only keys j <= i"""
+    x = torch.zeros(1, 3, 2)
+    recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
+    _, weights = subject.run(Call("multi_head", recipe, (x,), {"is_causal": True})).output
+    want = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])
+    assert_close(weights, want.unsqueeze(0), what="weights")
+
+
+@pytest.mark.points(1)
+def test_need_weights_false_and_eval_dropout(subject):
+    """need_weights=False returns None for the weights, and dropout is off in eval mode"""
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    w = torch.softmax(torch.tensor([[1.0, 0.0], [0.0, 1.0]]) / math.sqrt(2.0), dim=-1)
+    recipe = New("MultiHeadAttention", (2, 1), {"dropout": 0.5}, state=identity_state(2))
+    out, weights = subject.run(Call("multi_head", recipe, (x,), {"need_weights": False}, seed=0)).output
+    assert weights is None, f"need_weights=False should give None, got {type(weights).__name__}"
+    assert_close(out, (w @ x[0]).unsqueeze(0), what="output in eval mode (dropout off)")
+
+
+@pytest.mark.points(1)
+def test_wrong_sizes_raise_value_error(subject):
+    """embed_dim not divisible by num_heads, or a query of the wrong width, raises ValueError naming the sizes"""
+    assert_raises(subject.run, Call("multi_head", New("MultiHeadAttention", (6, 4)), (torch.zeros(1, 2, 6),)),
+                  "ValueError", mentions=(6, 4))
+    assert_raises(subject.run, Call("multi_head", New("MultiHeadAttention", (4, 2)), (torch.zeros(1, 2, 3),)),
+                  "ValueError", mentions=(3,))

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from autograder.compare import assert_close, check_tensor
+from autograder.compare import assert_close, assert_raises, check_tensor
 from autograder.subject import Call, New
 
 pytestmark = pytest.mark.unit("recurrent_cells")
@@ -64,3 +64,64 @@ def test_gradient_norms_last_entry(subject):
     norms = subject.run(Call(UNIT, "gradient_norms", (New("GRUCell", (3, 4)), torch.randn(1, 4, 3)))).output
     check_tensor(norms, shape=(4,), what="gradient_norms")
     assert_close(norms[-1], torch.tensor(2.0), what="the last entry")
+
+
+def torch_cell(kind: str, D: int, H: int, **kwargs):
+    """A seeded torch cell and its parameters (the same names as this unit's cells)."""
+    torch.manual_seed(0)
+    cell = getattr(torch.nn, kind)(D, H, **kwargs)
+    return cell, {name: p.detach().clone() for name, p in cell.state_dict().items()}
+
+
+@pytest.mark.points(1)
+def test_cells_match_torch(subject):
+    """RNNCell (tanh and relu), LSTMCell and GRUCell with torch's weights give torch's next state"""
+    gen = torch.Generator().manual_seed(1)
+    x, h, c = torch.randn(2, 3, generator=gen), torch.randn(2, 4, generator=gen), torch.randn(2, 4, generator=gen)
+    cases = [("RNNCell", {"nonlinearity": "tanh"}, h), ("RNNCell", {"nonlinearity": "relu"}, h),
+             ("LSTMCell", {}, (h, c)), ("GRUCell", {}, h)]
+    for kind, kwargs, state in cases:
+        ref, params = torch_cell(kind, 3, 4, **kwargs)
+        with torch.no_grad():
+            want = ref(x, state)
+        got = subject.run(Call(UNIT, New(kind, (3, 4), kwargs, state=params), (x, state))).output
+        pairs = zip(got, want, ("h'", "c'")) if kind == "LSTMCell" else [(got, want, "h'")]
+        for g, w, name in pairs:
+            assert_close(g, w, what=f"{kind} {kwargs or ''} {name}")
+
+
+@pytest.mark.points(1)
+def test_unbatched_step_stays_unbatched(subject):
+    """an unbatched step x (D,) with h (H,) gives h' (H,), equal to the batched step's row"""
+    ref, params = torch_cell("RNNCell", 3, 4)
+    x, h = torch.ones(3), torch.zeros(4)
+    got = check_tensor(subject.run(Call(UNIT, New("RNNCell", (3, 4), state=params), (x, h))).output, shape=(4,), what="h'")
+    with torch.no_grad():
+        assert_close(got, ref(x.unsqueeze(0), h.unsqueeze(0))[0], what="h'")
+
+
+@pytest.mark.points(1)
+def test_unroll_steps_through_time_from_the_given_state(subject):
+    """unroll of an LSTMCell steps t = 0, 1, 2 in order from the given (h, c) and returns the last (h, c)"""
+    ref, params = torch_cell("LSTMCell", 2, 3)
+    gen = torch.Generator().manual_seed(2)
+    xs, state = torch.randn(1, 3, 2, generator=gen), (torch.randn(1, 3, generator=gen), torch.randn(1, 3, generator=gen))
+    with torch.no_grad():
+        want, hs = state, []
+        for t in range(3):
+            want = ref(xs[:, t], want)
+            hs.append(want[0])
+    outputs, final = subject.run(Call(UNIT, "unroll", (New("LSTMCell", (2, 3), state=params), xs, state))).output
+    assert_close(outputs, torch.stack(hs, dim=1), what="outputs (the h of every step)")
+    assert isinstance(final, (tuple, list)) and len(final) == 2, "an LSTM's final_state is the pair (h, c)"
+    assert_close(final[0], want[0], what="final h")
+    assert_close(final[1], want[1], what="final c")
+
+
+@pytest.mark.points(1)
+def test_wrong_shapes_raise_value_error(subject):
+    """a wrong input size, or xs that is not (B, T, D), raises ValueError naming the sizes"""
+    assert_raises(subject.run, Call(UNIT, New("RNNCell", (3, 4)), (torch.zeros(2, 5),)), "ValueError", mentions=(3, 5))
+    # xs (4, 3) is not (B, T, D), though each xs[:, t] would pass as an unbatched step of size 4.
+    assert_raises(subject.run, Call(UNIT, "unroll", (New("RNNCell", (4, 4)), torch.zeros(4, 3))), "ValueError",
+                  mentions=(4, 3))

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from autograder.compare import assert_close, check_tensor
+from autograder.compare import assert_close, assert_raises, check_tensor
 from autograder.subject import Call, New
 
 pytestmark = pytest.mark.unit("transformer_block")
@@ -65,3 +65,100 @@ def test_pre_norm_block_with_silent_sublayers_is_identity(subject):
     x = torch.randn(1, 3, d, generator=gen)
     out = run(subject, New("TransformerBlock", (d, 2, d_ff), {"norm_first": True}, state=state), x)
     assert_close(out, x, what="pre-norm block with zero sublayer outputs (the residuals alone)")
+
+
+def torch_layer(d: int, heads: int, d_ff: int, *, norm_first: bool, bias: bool = True):
+    """A seeded nn.TransformerEncoderLayer, random norms included, and its weights under this unit's names."""
+    torch.manual_seed(0)
+    ref = torch.nn.TransformerEncoderLayer(d, heads, d_ff, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=norm_first, bias=bias).eval()
+    with torch.no_grad():
+        for norm in (ref.norm1, ref.norm2):  # not ones and zeros, so a swapped or shared norm shows
+            norm.weight.uniform_(0.5, 1.5)
+            if bias:
+                norm.bias.uniform_(-0.5, 0.5)
+    theirs = {k: v.detach().clone() for k, v in ref.state_dict().items()}
+    state = {}
+    for name, weight in zip(("q_proj", "k_proj", "v_proj"), theirs.pop("self_attn.in_proj_weight").chunk(3)):
+        state[f"self_attn.{name}.weight"] = weight
+    if bias:
+        for name, b in zip(("q_proj", "k_proj", "v_proj"), theirs.pop("self_attn.in_proj_bias").chunk(3)):
+            state[f"self_attn.{name}.bias"] = b
+    for key, value in theirs.items():
+        state[key.replace("linear1", "ffn.linear1").replace("linear2", "ffn.linear2")] = value
+    return ref, state
+
+
+def check_against_torch(subject, *, norm_first: bool, bias: bool = True, masks: bool = False):
+    ref, state = torch_layer(8, 2, 16, norm_first=norm_first, bias=bias)
+    x = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(1))
+    kwargs, theirs = {}, {}
+    if masks:  # causal, and the last key of batch element 0 is padding
+        padding = torch.tensor([[False, False, False, True], [False, False, False, False]])
+        kwargs = {"is_causal": True, "key_padding_mask": padding}
+        theirs = {"src_mask": torch.nn.Transformer.generate_square_subsequent_mask(4), "src_key_padding_mask": padding}
+    with torch.no_grad():
+        want = ref(x, **theirs)
+    recipe = New("TransformerBlock", (8, 2, 16), {"norm_first": norm_first, "bias": bias}, state=state)
+    assert_close(run(subject, recipe, x, **kwargs), want, atol=1e-5,
+                 what=f"output with norm_first={norm_first}, bias={bias}" + (", is_causal and padding" if masks else ""))
+
+
+@pytest.mark.points(1)
+def test_post_norm_block_matches_torch(subject):
+    """post-norm (norm_first=False): x = norm1(x + attn(x)), x = norm2(x + ffn(x)), as nn.TransformerEncoderLayer"""
+    check_against_torch(subject, norm_first=False)
+
+
+@pytest.mark.points(1)
+def test_pre_norm_block_matches_torch(subject):
+    """pre-norm (norm_first=True): x = x + attn(norm1(x)), x = x + ffn(norm2(x)), as nn.TransformerEncoderLayer"""
+    check_against_torch(subject, norm_first=True)
+
+
+@pytest.mark.points(1)
+def test_block_passes_the_masks_to_attention(subject):
+    """is_causal and key_padding_mask reach the attention, as in nn.TransformerEncoderLayer"""
+    check_against_torch(subject, norm_first=True, masks=True)
+
+
+@pytest.mark.points(1)
+def test_bias_false_removes_every_bias(subject):
+    """bias=False: no Linear and no LayerNorm has a bias, as nn.TransformerEncoderLayer(..., bias=False)"""
+    norm = subject.run(Call(UNIT, New("LayerNorm", (4,), {"bias": False}), (torch.zeros(1, 4),), return_state=True))
+    assert sorted(norm.state) == ["weight"], f"LayerNorm(4, bias=False) should have only a weight, got {sorted(norm.state)}"
+    ffn = subject.run(Call(UNIT, New("FeedForward", (4, 8), {"bias": False}), (torch.zeros(1, 1, 4),), return_state=True))
+    assert sorted(ffn.state) == ["linear1.weight", "linear2.weight"], f"FeedForward(4, 8, bias=False) has {sorted(ffn.state)}"
+    check_against_torch(subject, norm_first=False, bias=False)
+
+
+@pytest.mark.points(1)
+def test_layer_norm_eps_and_rows(subject):
+    """LayerNorm(2, eps=1) of [[1, 3], [0, 10]] normalizes each row: (x - mean) / sqrt(var + 1)"""
+    x = torch.tensor([[1.0, 3.0], [0.0, 10.0]])  # row means 2 and 5, biased variances 1 and 25
+    expected = torch.tensor([[-1.0, 1.0], [-5.0, 5.0]]) / torch.tensor([[math.sqrt(2.0)], [math.sqrt(26.0)]])
+    assert_close(run(subject, New("LayerNorm", (2,), {"eps": 1.0}), x), expected, what="LayerNorm(2, eps=1)(x)")
+
+
+@pytest.mark.points(1)
+def test_layer_norm_without_affine_has_no_parameters(subject):
+    """LayerNorm(4, elementwise_affine=False) has no parameters"""
+    result = subject.run(Call(UNIT, New("LayerNorm", (4,), {"elementwise_affine": False}), (torch.ones(1, 4),),
+                              return_state=True))
+    assert not result.state, f"state_dict should be empty, got {sorted(result.state)}"
+
+
+@pytest.mark.points(1)
+def test_layer_norm_wrong_size_raises_value_error(subject):
+    """LayerNorm(4) of x whose last dim is 3 raises ValueError naming both sizes"""
+    assert_raises(subject.run, Call(UNIT, New("LayerNorm", (4,)), (torch.zeros(2, 3),)), "ValueError", mentions=(4, 3))
+
+
+@pytest.mark.points(1)
+def test_feed_forward_dropout_is_off_in_eval_mode(subject):
+    """FeedForward(3, 3, dropout=0.5) in eval mode is deterministic: identity layers give the exact GELU"""
+    state = {"linear1.weight": torch.eye(3), "linear1.bias": torch.zeros(3),
+             "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
+    x = torch.tensor([[[-1.0, 0.0, 1.0]]])
+    got = subject.run(Call(UNIT, New("FeedForward", (3, 3), {"dropout": 0.5}, state=state), (x,), seed=0)).output
+    assert_close(got, torch.nn.functional.gelu(x), what="FeedForward with dropout=0.5 in eval mode")
