@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from .forbidden import Use, scan_source
+from .forbidden import Use, scan_file
 from .loader import safe_str
 from .manifest import Course
 from .results import GradeResult, TestResult, UnitResult
@@ -181,15 +181,15 @@ class GradingPlugin:
         return graded
 
     def _enforce_forbidden(self, unit: UnitResult, spec, subject) -> None:
-        source = (subject.folder / spec.file).read_text(encoding="utf-8")
-        uses = scan_source(source, spec.forbidden)
+        uses = scan_file(subject.folder / spec.file, spec.forbidden)
         static = {u.name for u in uses}
         uses += [Use(name, None) for name in sorted(subject.runtime_uses(spec.name) - static)]
         if not uses:
             return
         unit.status = "forbidden"
         unit.message = (
-            f"{'; '.join(u.describe(spec.file) for u in uses)}. This unit must not call the function it teaches, so it scores 0: "
+            f"{'; '.join(u.describe(spec.file) for u in uses)}. This unit must not call the function it teaches, "
+            "nor use constructs that hide what it calls (the API page lists both), so it scores 0: "
             "write it from basic tensor operations."
         )
         for test in unit.tests:

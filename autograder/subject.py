@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from . import loader
-from .forbidden import Traps
+from .forbidden import Operators, Traps
 from .manifest import Course, Unit
 
 
@@ -160,6 +160,7 @@ class InProcessSubject:
         self._modules: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._traps = {name: Traps(unit.forbidden, self.folder) for name, unit in course.units.items()}
+        self._operators = {name: Operators(unit.forbidden) for name, unit in course.units.items()}
         self._timed_out: str | None = None
         # One thread: the same reduction order on every machine, so even an ill-conditioned
         # (buggy) computation gets the same score everywhere, sandboxed or not.
@@ -174,16 +175,18 @@ class InProcessSubject:
         """``None`` when ``unit`` loads, else a message for the student."""
         if unit not in self._modules and unit not in self._errors:
             spec: Unit = self.course.units[unit]
+            operators = self._operators[unit]
             try:
-                with self._traps[unit].installed(), time_limit(self.timeout):
-                    self._modules[unit] = loader.load_unit(self.course, spec, self.folder, isolate=self.isolate)
+                with self._traps[unit].installed(), operators.recording(), time_limit(self.timeout):
+                    self._modules[unit] = loader.load_unit(self.course, spec, self.folder, isolate=self.isolate,
+                                                           trusted=operators.trust_module)
             except loader.LoadError as error:
                 self._errors[unit] = str(error)
         return self._errors.get(unit)
 
     def runtime_uses(self, unit: str) -> set[str]:
-        """Forbidden functions the unit was seen calling so far."""
-        return set(self._traps[unit].seen)
+        """Forbidden functions and operators the unit was seen calling so far."""
+        return self._traps[unit].seen | self._operators[unit].seen
 
     # -- running -----------------------------------------------------------
     def run_many(self, calls: list[Call]) -> list[Result | StudentError]:
@@ -204,7 +207,8 @@ class InProcessSubject:
             raise StudentError("Timeout", f"{self._timed_out} earlier in this test")
         module = self._modules[call.unit]
         try:
-            with self._traps[call.unit].installed(), time_limit(self.timeout):
+            # The student's whole call, backward included (a custom autograd.Function runs its code there).
+            with self._traps[call.unit].installed(), self._operators[call.unit].recording(), time_limit(self.timeout):
                 return self._run(module, call)
         except StudentError:
             raise
@@ -214,15 +218,16 @@ class InProcessSubject:
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             raise StudentError(type(error).__name__, loader.safe_str(error), _where(error, self.folder)) from None
 
-    def _build(self, module, recipe: New, device: str):
-        if recipe.target.startswith("torch.nn."):
-            cls = getattr(torch.nn, recipe.target.removeprefix("torch.nn."))
-        else:
-            cls = getattr(module, recipe.target)
+    def _build(self, module, recipe: New, call: Call):
+        trusted = recipe.target.startswith("torch.nn.")
+        cls = getattr(torch.nn, recipe.target.removeprefix("torch.nn.")) if trusted else getattr(module, recipe.target)
         obj = cls(*recipe.args, **recipe.kwargs)
         if recipe.state is not None:
             obj.load_state_dict(recipe.state, strict=True)
-        return obj.to(device)
+        if trusted:
+            # torch's own module, handed to the student's code (unroll a trusted cell): its kernels do not count.
+            obj.forward = self._operators[call.unit].trusted(obj.forward)
+        return obj.to(call.device)
 
     def _run(self, module, call: Call) -> Result:
         # Every call starts from a known RNG state (seed 0 unless given), so a module's
@@ -233,7 +238,7 @@ class InProcessSubject:
 
         def prepare(x):
             if isinstance(x, New):
-                return self._build(module, x, call.device)
+                return self._build(module, x, call)
             if not isinstance(x, torch.Tensor):
                 return x
             leaf = x.detach().clone().to(call.device).requires_grad_(want_grad and x.is_floating_point())
@@ -252,7 +257,7 @@ class InProcessSubject:
         inputs = [t for t in leaves_of((args, kwargs)) if isinstance(t, torch.Tensor)]
         before = [t.detach().clone() for t in inputs]
 
-        obj = self._build(module, call.target, call.device) if isinstance(call.target, New) else getattr(module, call.target)
+        obj = self._build(module, call.target, call) if isinstance(call.target, New) else getattr(module, call.target)
         if isinstance(obj, torch.nn.Module):
             if call.dtype is not None:
                 obj = obj.to(call.dtype)
