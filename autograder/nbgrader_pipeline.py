@@ -42,6 +42,7 @@ crash, never free points) and a deleted one is added back.
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime
 import os
 import re
@@ -405,8 +406,41 @@ def step_feedback(course_dir: Path, units: list[str]) -> None:
 def step_export(course_dir: Path, output: Path) -> Path:
     output = output if output.is_absolute() else Path.cwd() / output
     run_nbgrader(course_dir, "export", f"--to={output}")
+    add_status(course_dir, output)
     print(f"wrote {output}")
     return output
+
+
+def _status(course_dir: Path, student: str, unit: str) -> str:
+    path = course_dir / "submitted" / student / unit / f"{unit}.ipynb"
+    if not path.is_file():
+        return "not submitted"
+    try:
+        nbformat.read(str(path), as_version=4)
+    except Exception as error:  # noqa: BLE001 - any unreadable notebook is the student's status
+        return f"unreadable notebook ({type(error).__name__}): graded as the untouched stubs"
+    return "graded"
+
+
+def add_status(course_dir: Path, csv_path: Path) -> None:
+    """Add a ``status`` column to nbgrader's CSV, and a row (score 0) for every submitted
+    notebook nbgrader could not grade at all, so a corrupt upload is an entry, not a log line."""
+    with csv_path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    fields = list(rows[0]) if rows else ["assignment", "student_id", "score", "max_score"]
+    seen = {(r["student_id"], r["assignment"]) for r in rows}
+    for r in rows:
+        r["status"] = _status(course_dir, r["student_id"], r["assignment"])
+    submitted = course_dir / "submitted"
+    for folder in sorted(submitted.glob("*/*")) if submitted.is_dir() else []:
+        student, unit = folder.parent.name, folder.name
+        if (student, unit) not in seen:
+            rows.append({**dict.fromkeys(fields, ""), "assignment": unit, "student_id": student, "score": "0.0",
+                         "status": _status(course_dir, student, unit)})
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[*fields, "status"])
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 # -- command line -------------------------------------------------------------------------

@@ -151,6 +151,8 @@ def make_students(course_dir: Path, inbox: Path) -> None:
             target = inbox / student / f"{unit}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    (inbox / "zoe").mkdir()
+    (inbox / "zoe" / f"{UNITS[0]}.ipynb").write_text('{"cells": [ not json', encoding="utf-8")  # a corrupt upload
 
 
 def reference_folders(tmp: Path) -> dict[str, Path]:
@@ -262,6 +264,12 @@ def test_csv_scores(graded):
     buggy, maximum = csv_score(graded, "buggy", "attention")
     assert 0 < buggy < maximum
     assert csv_score(graded, "cheat", "attention") == (buggy, maximum), "the cheat got other points than the same bug"
+
+
+def test_a_corrupt_notebook_is_an_entry_in_the_csv(graded):
+    row = next(r for r in graded["csv"] if r["student_id"] == "zoe" and r["assignment"] == UNITS[0])
+    assert float(row["score"]) == 0 and row["status"].startswith("unreadable notebook"), row
+    assert {r["status"] for r in graded["csv"] if r["student_id"] == "good"} == {"graded"}
 
 
 def test_nbgrader_scores_equal_the_cli(graded):
