@@ -65,8 +65,8 @@ def test_release_bundle_holds_no_solution_and_no_hidden_test(tmp_path):
     for path in out.rglob("*"):
         if path.is_file() and path.suffix in {".py", ".md", ".toml", ".yml", ".ipynb", ".txt", ".html"}:
             text = path.read_text(encoding="utf-8")
-            lines = {line.strip() for line in text.splitlines()}
-            assert not secrets & lines, f"{path}: solution lines {sorted(secrets & lines)[:3]}"
+            found = pairs(line.strip() for line in text.splitlines())
+            assert not secrets & found, f"{path}: solution lines {sorted(secrets & found)[:3]}"
             named = [n for n in hidden if re.search(rf"\b{n}\b", text)]
             assert not named, f"{path} names hidden tests: {named}"
     assert not (out / "solutions").exists() and not (out / "tests" / "hidden").exists()
