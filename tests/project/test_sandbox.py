@@ -36,25 +36,79 @@ TIMEOUT = 0.5  # per call, for the hostile runs
 CORPUS_MARK = "987654321"
 MARK = f"9{os.getpid():08d}"
 
-# Driver run in a fresh interpreter: grade, then report what the sandbox used.
+# Driver run in a fresh interpreter: grade, then report what the sandbox used. Optional:
+# smaller limits (module attributes of autograder.sandbox), and a process name to watch for
+# each time a worker starts (what another submission left running then).
 DRIVER = textwrap.dedent("""
-    import json, sys, time
+    import json, os, sys, time
     from pathlib import Path
-    from autograder import sandbox
+    from autograder import sandbox, zygote
     from autograder.grading import grade
     from autograder.manifest import load_course
     spec = json.loads(sys.argv[1])
+    for name, value in spec["limits"].items():
+        setattr(sandbox, name, value)
+    zygote._MODE = spec["mode"] or zygote.isolation_mode()
+    spawned = []
+    if spec["watch"]:
+        original = zygote._Pool.spawn
+
+        def spawn(pool, holder, *args):
+            out = original(pool, holder, *args)
+            alive = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if open(f"/proc/{pid}/comm").read().strip() == spec["watch"]:
+                        alive.append(int(pid))
+                except OSError:
+                    pass
+            spawned.append([holder.folder.name, alive])
+            return out
+
+        zygote._Pool.spawn = spawn
     start = time.monotonic()
     results = grade(load_course(), [Path(p) for p in spec["paths"]], units=spec["units"],
                     timeout=spec["timeout"], sandbox=spec["sandbox"])
     print(json.dumps({"seconds": time.monotonic() - start, "results": [r.to_dict() for r in results],
-                      "uids": sandbox.USED_UIDS, "folders": sorted(set(sandbox.USED_FOLDERS))}))
+                      "uids": sandbox.USED_UIDS, "folders": sorted(set(sandbox.USED_FOLDERS)),
+                      "spawned": spawned, "sites": sorted(zygote.package_entries()) if spec["sandbox"] else [],
+                      "mode": zygote._MODE, "warning": zygote.mode_warning(zygote._MODE)}))
 """)
 
 
-def drive(paths, units, *, timeout=10.0, sandbox=True) -> dict:
-    spec = json.dumps({"paths": [str(p) for p in paths], "units": list(units), "timeout": timeout, "sandbox": sandbox})
-    proc = subprocess.run([sys.executable, "-c", DRIVER, spec], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+# Prepended to the driver to simulate a container (Docker's default seccomp profile): unshare
+# and setns fail, clone fails with any namespace flag, clone3 is "not implemented" (so libc
+# falls back to clone). Everything the driver starts inherits the filter.
+NO_NAMESPACES = textwrap.dedent("""
+    import ctypes, struct
+    def _no_namespaces():
+        LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
+        ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+        NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+        program = [
+            (LD, 0, 0, 4), (JEQ, 0, 7, 0xC000003E),  # not x86_64: allow
+            (LD, 0, 0, 0), (JEQ, 6, 0, 272), (JEQ, 5, 0, 308), (JEQ, 5, 0, 435), (JEQ, 0, 2, 56),  # unshare setns clone3 clone
+            (LD, 0, 0, 16), (JSET, 1, 0, NEW_NAMESPACES),
+            (RET, 0, 0, ALLOW), (RET, 0, 0, EPERM), (RET, 0, 0, ENOSYS),
+        ]
+        code = b"".join(struct.pack("HBBI", *op) for op in program)
+        buffer = ctypes.create_string_buffer(code)
+        fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer))
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+        assert libc.prctl(22, 2, ctypes.create_string_buffer(fprog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP_MODE_FILTER
+    _no_namespaces()
+""")
+
+
+def drive(paths, units, *, timeout=10.0, sandbox=True, limits=None, watch=None, env=None, container=False,
+          mode=None) -> dict:
+    """Grade in a fresh interpreter; ``container``: under NO_NAMESPACES; ``mode``: force the sandbox's mode."""
+    spec = json.dumps({"paths": [str(p) for p in paths], "units": list(units), "timeout": timeout, "sandbox": sandbox,
+                       "limits": limits or {}, "watch": watch, "mode": mode})
+    code = (NO_NAMESPACES if container else "") + DRIVER
+    proc = subprocess.run([sys.executable, "-c", code, spec], cwd=ROOT, capture_output=True, text=True, timeout=1200,
+                          env={**os.environ, **(env or {})})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -77,7 +131,8 @@ def leftovers(run: dict, grace: float = 5.0) -> list[str]:
                 status = dict(line.split(":", 1) for line in Path(f"/proc/{entry}/status").read_text().splitlines())
             except (OSError, ValueError):
                 continue
-            if MARK.encode() in cmdline and b"pytest" not in cmdline:
+            comm = Path(f"/proc/{entry}/comm").read_text().strip() if os.path.exists(f"/proc/{entry}/comm") else ""
+            if (MARK.encode() in cmdline and b"pytest" not in cmdline) or comm == MARK:
                 facts = {key: status.get(key, "?").split()[0] for key in ("Uid", "PPid", "State")}
                 left.append(f"pid {entry}: {cmdline[:80]!r} {facts}")
         if not left or time.monotonic() > deadline:
@@ -87,7 +142,12 @@ def leftovers(run: dict, grace: float = 5.0) -> list[str]:
 
 # -- the hostile corpus ----------------------------------------------------------------
 
-FOLDER_CASES = sorted(p.name for p in HOSTILE.iterdir() if (p / "attention.py").is_file())
+# Cases graded by other files (tests/project/test_nothing_for_nothing.py, test_batch_hostile.py),
+# and cases that need a run of their own (below).
+OTHERS = ("constant_", "shape_only_", "batch")
+OWN_RUNS = {"stand_in_import", "memfd_hoard", "pipe_shrink", "busy_children", "installed_solutions"}
+FOLDER_CASES = sorted(p.name for p in HOSTILE.iterdir() if (p / "attention.py").is_file()
+                      and not p.name.startswith(OTHERS) and p.name not in OWN_RUNS)
 LOOPS = ["endless_loop", "endless_loop_uncatchable"]
 # Case -> what the unit's result must show besides a zero (a word of the reason).
 EXPECT = {
@@ -96,8 +156,11 @@ EXPECT = {
     "endless_loop_uncatchable": "timed out", "out_of_memory": "ran out of memory", "print_flood": "printed more than",
     "session_children": "", "forged_results": "", "syntax_error": "does not compile",
     "evil_exception": "exited with status 0", "garbage_reply": "malformed", "symlink_file": "symbolic link",
-    "symlink_dir": "", **{name: "softmax" for name in generated.FORBIDDEN},
+    "symlink_dir": "", "sysv_ipc": "", **{name: "softmax" for name in generated.FORBIDDEN},
+    # Other routes to the forbidden kernels (issue 13; their messages are checked in test_forbidden.py).
+    **{p.name: "" for p in HOSTILE.glob("forbidden_*") if (p / "attention.py").is_file()},
 }
+MARKED = ("session_children", "sysv_ipc", "busy_children")  # their CORPUS_MARK becomes this process's MARK
 
 
 # Session scope: interleaved tests of other modules would otherwise make these runs start again.
@@ -105,11 +168,12 @@ EXPECT = {
 def corpus(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("hostile")
     paths = {}
-    for name in FOLDER_CASES:
+    for name in [*FOLDER_CASES, *OWN_RUNS]:
         paths[name] = base / name
         shutil.copytree(HOSTILE / name, paths[name])
-    children = paths["session_children"] / "attention.py"
-    children.write_text(children.read_text().replace(CORPUS_MARK, MARK))
+    for name in MARKED:
+        source = (base / name) / "attention.py"
+        source.write_text(source.read_text().replace(CORPUS_MARK, MARK))
     for name in generated.FORBIDDEN:
         paths[name] = generated.make_forbidden(ROOT, base / name, name)
     paths["symlink_file"] = generated.make_symlink_file(ROOT, base / "symlink_file")
@@ -120,7 +184,7 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def hostile_run(corpus) -> dict:
     """Every case but the endless loops, in one sandboxed grading run."""
-    names = [n for n in corpus if n not in LOOPS]
+    names = [n for n in corpus if n not in LOOPS and n not in OWN_RUNS]
     run = drive([corpus[n] for n in names], ["attention"], timeout=TIMEOUT)
     run["by_case"] = dict(zip(names, (r["units"]["attention"] for r in run["results"])))
     run["leftovers"] = leftovers(run)
@@ -136,7 +200,7 @@ def loop_run(corpus) -> dict:
 
 
 def test_corpus_is_complete(corpus):
-    assert set(corpus) == set(EXPECT), set(corpus) ^ set(EXPECT)
+    assert set(corpus) - OWN_RUNS == set(EXPECT), set(corpus) ^ set(EXPECT)
 
 
 @pytest.mark.parametrize("case", [n for n in EXPECT if n not in LOOPS])
@@ -182,11 +246,180 @@ def test_forged_files_are_ignored(hostile_run, corpus):
 
 
 def test_attacks_work_without_the_sandbox(corpus):
-    """The corpus is real: in-process, the disk, sys.modules and link attacks get points."""
-    cases = ["read_solutions", "sys_modules", "symlink_file"]
+    """The corpus is real: in-process, the link and the solutions-finder get points, and the stand-in attack finds
+    trusted code and runs it (the forbidden-operator check then catches it there)."""
+    cases = ["symlink_file", "read_solutions", "stand_in_import"]
     run = drive([COURSE.solutions, *[corpus[c] for c in cases]], ["attention"], sandbox=False)
-    scores = {c: r["units"]["attention"]["score"] for c, r in zip(cases, run["results"][1:])}
-    assert all(score > 0 for score in scores.values()), scores
+    units = {c: r["units"]["attention"] for c, r in zip(cases, run["results"][1:])}
+    assert units["symlink_file"]["score"] > 0 and units["read_solutions"]["score"] > 0
+    found = {c: units[c]["status"] for c in cases[2:] if not (units[c]["score"] > 0 or units[c]["status"] == "forbidden")}
+    assert not found, found
+
+
+def test_the_sandbox_leaves_them_nothing_to_run(resources_run):
+    """In the sandbox the same attack finds nothing: no points, and no trusted code run either."""
+    graded = list(resources_run["by_case"]["stand_in_import"]["units"].values())
+    assert [(u["score"], u["status"]) for u in graded] == [(0, "graded")] * 2, [u["message"] for u in graded]
+
+
+# -- attacks on the worker's view, its resources and the budgets (issue 13) -----------------
+
+def sysv_left(key: int) -> list[str]:
+    """System V objects of ``key`` in this (the host's) IPC namespace."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        rows = [line.split() for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]]
+        found += [f"{kind} {row[1]}" for row in rows if row and int(row[0]) == key]
+    return found
+
+
+def test_sysv_objects_die_with_the_worker(hostile_run):
+    assert hostile_run["by_case"]["sysv_ipc"]["score"] == 0
+    assert not sysv_left(int(MARK))
+
+
+MEMORY = 256 << 20  # the memory cgroup of the resources run
+
+
+@pytest.fixture(scope="session")
+def resources_run(corpus) -> dict:
+    """The stand-in import on both units it targets, and memfd hoarding under a small memory cgroup."""
+    cases = ["stand_in_import", "memfd_hoard"]
+    run = drive([corpus[c] for c in cases], ["attention", "multi_head"], timeout=5.0, limits={"WORKER_MEMORY": MEMORY})
+    run["by_case"] = dict(zip(cases, run["results"]))
+    run["leftovers"] = leftovers(run)
+    return run
+
+
+@pytest.mark.parametrize("unit", ["attention", "multi_head"])
+def test_the_units_own_stand_in_is_out_of_reach(resources_run, unit):
+    graded = resources_run["by_case"]["stand_in_import"]["units"][unit]
+    assert graded["score"] == 0, [(t["id"], t["output"]) for t in graded["tests"] if t["score"]]
+
+
+def test_memfd_hoarding_is_bounded_by_the_memory_cgroup(resources_run):
+    if not Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
+        pytest.skip("no v1 memory cgroup here: only rlimits bound a worker")
+    graded = resources_run["by_case"]["memfd_hoard"]["units"]["attention"]
+    assert graded["score"] == 0
+    assert any(f"ran out of memory (its limit is {MEMORY / 2**30:g} GiB)" in t["output"] for t in graded["tests"]), \
+        [t["output"] for t in graded["tests"]][:5]
+    assert not resources_run["leftovers"], resources_run["leftovers"]
+
+
+SLOW = 0.7  # seconds per softmax call of the slow but correct submission
+BUDGETS = {"TEST_BUDGET": 3.0, "UNIT_BUDGET": 8.0, "WRITE_LIMIT": 1.0}
+
+
+@pytest.fixture(scope="session")
+def budget_run(corpus, tmp_path_factory) -> dict:
+    slow = generated.make_slow(ROOT, tmp_path_factory.mktemp("slow") / "slow_correct", SLOW)
+    run = drive([corpus["pipe_shrink"], slow], ["attention"], timeout=1.0, limits=BUDGETS)
+    run["leftovers"] = leftovers(run)
+    return run
+
+
+def test_budgets_bound_slow_and_jamming_submissions(budget_run):
+    # Per submission: its unit budget, then the trusted side's own work on the remaining tests.
+    bound = 2 * (BUDGETS["UNIT_BUDGET"] + 20) + 60
+    assert budget_run["seconds"] <= bound, (budget_run["seconds"], bound)
+    jam, slow = (r["units"]["attention"] for r in budget_run["results"])
+    assert jam["score"] == 0
+    for graded in (jam, slow):
+        assert any("time budget exhausted" in t["output"] for t in graded["tests"]), [t["output"] for t in graded["tests"]]
+    assert not budget_run["leftovers"], budget_run["leftovers"]
+
+
+def test_writes_to_a_worker_have_a_deadline(corpus, monkeypatch):
+    from autograder import sandbox
+
+    monkeypatch.setattr(sandbox, "WRITE_LIMIT", 1.0)
+    with SandboxSubject(COURSE, corpus["pipe_shrink"], timeout=10.0) as subject:
+        assert subject.status("attention") is None
+        start = time.monotonic()
+        with pytest.raises(StudentError) as caught:
+            subject.run(Call("attention", "softmax", (torch.zeros(1 << 16),)))  # 256 KiB: far more than the jammed pipe holds
+        assert time.monotonic() - start < 10.0
+        assert "stopped reading" in caught.value.message, caught.value.message
+
+
+@pytest.fixture(scope="session")
+def mixed_run(corpus, tmp_path_factory) -> dict:
+    """In one run: busy children left behind, a folder 1,100 levels deep, the solutions
+    installed next to torch (a simulated non-editable install), and the reference."""
+    base = tmp_path_factory.mktemp("mixed")
+    deep = generated.make_deep(ROOT, base / "deep")
+    site = generated.make_site(ROOT, base / "site", Path(torch.__file__).parents[1])
+    cases = {"busy_children": corpus["busy_children"], "deep": deep,
+             "installed_solutions": corpus["installed_solutions"], "solutions": COURSE.solutions}
+    try:
+        run = drive(list(cases.values()), ["attention"], timeout=2.0, watch=MARK, env={"PYTHONPATH": str(site)})
+    finally:
+        generated.remove_deep(deep)
+    run["by_case"] = dict(zip(cases, (r["units"]["attention"] for r in run["results"])))
+    run["site"] = str(site)
+    run["leftovers"] = leftovers(run)
+    return run
+
+
+def test_a_deep_folder_gets_a_message_and_the_others_are_graded(mixed_run):
+    deep = mixed_run["by_case"]["deep"]
+    assert deep["score"] == 0 and deep["status"] == "unavailable", deep["message"]
+    assert "nested more than" in deep["message"], deep["message"]
+    reference = mixed_run["by_case"]["solutions"]
+    assert reference["score"] == reference["max_score"] > 0
+
+
+def test_installed_solutions_are_out_of_reach(mixed_run):
+    assert mixed_run["site"] in mixed_run["sites"]  # torch came from the folder that holds `solutions`
+    graded = mixed_run["by_case"]["installed_solutions"]
+    assert graded["score"] == 0 and "solutions" in graded["message"], graded["message"]
+
+
+def test_nothing_of_a_submission_runs_while_the_next_is_graded(mixed_run):
+    later = [alive for name, alive in mixed_run["spawned"] if name != "busy_children"]
+    assert later and not any(later), mixed_run["spawned"]
+    assert mixed_run["by_case"]["busy_children"]["score"] == 0
+    assert not mixed_run["leftovers"], mixed_run["leftovers"]
+
+
+# -- modes: what each one claims, tested where the machine allows less ------------------------
+
+# The cases whose defence each mode claims (the README's table), graded in that mode next to the reference.
+MODE_CASES = {
+    "container": ["stand_in_import", "read_solutions", "sys_modules", "patch_comparisons", "os_exit", "session_children",
+                  "forged_results"],
+    "plain": ["sys_modules", "patch_comparisons", "os_exit", "forged_results", "tensor_subclass"],
+}
+MODE_WARNING = {"container": "container mode", "plain": "NOTHING IS HIDDEN"}
+
+
+@pytest.fixture(scope="session", params=sorted(MODE_CASES))
+def mode_run(request, corpus) -> dict:
+    """Under a seccomp filter that refuses namespaces (as Docker's does); plain mode is forced
+    on top of it (as root here, it would otherwise be container mode)."""
+    if os.geteuid() != 0 and request.param == "container":
+        pytest.skip("container mode needs root")
+    cases = MODE_CASES[request.param]
+    run = drive([COURSE.solutions, *[corpus[c] for c in cases]], ["attention"], timeout=2.0, container=True,
+                mode=None if request.param == "container" else "plain")
+    run["expected"] = request.param
+    run["by_case"] = dict(zip(["reference", *cases], (r["units"]["attention"] for r in run["results"])))
+    run["leftovers"] = leftovers(run)
+    return run
+
+
+def test_each_mode_is_detected_and_warns(mode_run):
+    assert mode_run["mode"] == mode_run["expected"]
+    assert MODE_WARNING[mode_run["expected"]] in (mode_run["warning"] or ""), mode_run["warning"]
+
+
+def test_each_mode_grades_honest_code_in_full_and_attacks_at_zero(mode_run):
+    reference = mode_run["by_case"].pop("reference")
+    assert reference["score"] == reference["max_score"] > 0, [t["output"] for t in reference["tests"] if not t["score"]][:3]
+    scored = {case: unit["score"] for case, unit in mode_run["by_case"].items() if unit["score"]}
+    assert not scored, scored
+    assert not mode_run["leftovers"], mode_run["leftovers"]
 
 
 # -- isolation, seen from inside ---------------------------------------------------------
@@ -225,25 +458,33 @@ def softmax(x, dim=-1):
     facts["isolated_flag"] = bool(sys.flags.isolated)
     facts["private_tmp"] = sum(n.startswith("attn-sandbox-") for n in os.listdir("/tmp")) <= 1
     facts["own_pid_namespace"] = os.getpid() < 10
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+    facts["no_capabilities"] = all(int(status[k], 16) == 0 for k in ("CapPrm", "CapEff", "CapAmb"))
+    facts["no_new_privileges"] = status.get("NoNewPrivs", "0").strip() == "1"
+    found = [os.path.join(d, f) for d, _, files in os.walk("/") if not d.startswith(("/proc", "/sys", "/dev"))
+             for f in files if f in ("attention.py", "multi_head.py") and "stand_ins" in d]
+    facts["no_stand_in_of_its_own_unit"] = not found
+    facts["own_ipc_namespace"] = os.readlink("/proc/self/ns/ipc") != {host_ipc!r}
     return torch.tensor([facts[c] for c in CHECKS])
 '''
 CHECKS = ["not_root", "hides solutions/attention.py", "hides tests/hidden/test_attention_properties.py",
           "hides autograder/plugin.py", "hides course/course.toml", "no_network", "no_reference_module",
-          "cannot_import_solutions", "clean_env", "isolated_flag", "private_tmp", "own_pid_namespace"]
+          "cannot_import_solutions", "clean_env", "isolated_flag", "private_tmp", "own_pid_namespace",
+          "no_capabilities", "no_new_privileges", "no_stand_in_of_its_own_unit", "own_ipc_namespace"]
 NEEDS_ROOT = {"not_root"}
-NEEDS_NAMESPACES = {c for c in CHECKS if c.startswith("hides") or c in ("no_network", "private_tmp", "own_pid_namespace")}
 
 
 def test_worker_sees_no_answers(tmp_path, monkeypatch):
     mode = isolation_mode()
-    if mode == "plain":
-        pytest.skip("no namespaces here: the sandbox is a separate process with limits only")
+    if mode != "full":
+        pytest.skip(f"{mode} mode: no namespaces here (see the mode tests)")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # must not reach the worker
-    (tmp_path / "attention.py").write_text(PROBE.format(root=str(ROOT), checks=CHECKS), encoding="utf-8")
+    probe = PROBE.format(root=str(ROOT), checks=CHECKS, host_ipc=os.readlink("/proc/self/ns/ipc"))
+    (tmp_path / "attention.py").write_text(probe, encoding="utf-8")
     with SandboxSubject(COURSE, tmp_path) as subject:
         assert subject.status("attention") is None
         facts = subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist()
-    expected = [c for c in CHECKS if mode == "root" or c not in NEEDS_ROOT]
+    expected = [c for c in CHECKS if os.geteuid() == 0 or c not in NEEDS_ROOT]
     failed = [c for c, ok in zip(CHECKS, facts) if not ok and c in expected]
     assert not failed, failed
 

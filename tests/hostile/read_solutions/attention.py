@@ -1,6 +1,5 @@
 """Hostile: find the reference solution on disk and delegate to it."""
 import glob
-import importlib.util
 import os
 import sys
 
@@ -16,20 +15,17 @@ def _find():
         candidates += glob.glob(os.path.join(folder, "*", "solutions", "attention.py"))
         folder = os.path.dirname(folder)
     candidates += glob.glob("/work/*/solutions/attention.py") + glob.glob("/*/*/solutions/attention.py")
-    for path in candidates:
+    # No importlib (the static scan refuses it): put the course root on the path and import.
+    for path in candidates + [None]:  # None: an install's own finder may map `solutions`
+        if path:
+            sys.path.insert(0, os.path.dirname(os.path.dirname(path)))
         try:
-            spec = importlib.util.spec_from_file_location("_stolen", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            import solutions.attention as module
+
             return module
         except Exception:
             continue
-    try:
-        import solutions.attention as module  # the editable install's finder maps it
-
-        return module
-    except Exception:
-        return None
+    return None
 
 
 _REF = _find()
