@@ -288,8 +288,9 @@ def _hidden_source_lines() -> list[str]:
 
 def _leaks(text: str, unit: str) -> list[str]:
     solution = (COURSE.solutions / COURSE.units[unit].file).read_text(encoding="utf-8")
+    given = (COURSE.assignments / COURSE.units[unit].file).read_text(encoding="utf-8")  # public by definition
     found = [l for l in stubgen.solution_lines(solution) if len(l) > 12 and l in text]
-    found += [l for l in _hidden_source_lines() if l in text]
+    found += [l for l in _hidden_source_lines() if l in text and l not in given]
     found += [m for m in (notebooks.HIDDEN_BEGIN, "hidden_tests(") if m in text]
     return found
 
