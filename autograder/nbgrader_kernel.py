@@ -40,7 +40,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from .manifest import MANIFEST, load_course
-from .zygote import bwrap, isolation_mode
+from .zygote import bwrap, isolation_mode, system_binds
 
 KERNEL_UID = 3_300_000  # + pid % 100_000: a uid no account has, distinct from the grader's workers
 LIMITS = ("--as=6442450944", "--nproc=512", "--nofile=1024", "--fsize=67108864", "--cpu=1800", "--core=0")
@@ -58,17 +58,6 @@ def _binds(paths) -> list[str]:
     """Read-only binds at the same paths."""
     real = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
     return _above(real) + [arg for path in real for arg in ("--ro-bind", path, path)]
-
-
-def _system() -> list[str]:
-    """bwrap arguments for the read-only system folders; merged-/usr links stay links."""
-    args = []
-    for path in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"):
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    return args
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -128,7 +117,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         grader = Path(__file__).resolve().parent
         return [
             "--die-with-parent", "--new-session",
-            "--proc", "/proc", "--dev", "/dev", *_system(),
+            "--proc", "/proc", "--dev", "/dev", *system_binds(),
             "--size", SMALL_TMPFS, "--perms", "1777", "--tmpfs", "/tmp",  # first: binds may lie below it
             *_binds([sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
                      str(grader), str(course.root / MANIFEST), str(course.public_tests), *stand_ins]),

@@ -339,14 +339,8 @@ def package_entries(roots=ROOTS) -> dict[str, list[str]]:
 
 def _bwrap_command(tool: str, priv: Path, executable: str, argv: list[str]) -> list[str]:
     """The zygote's bwrap command line: an empty root, then read-only binds of what a worker needs."""
-    command = [tool, *_namespace_args(), "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
-    for name in SYSTEM_DIRS:
-        path = Path("/") / name
-        if path.is_symlink():
-            command += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            command += ["--ro-bind", str(path), str(path)]
-    command += ["--ro-bind", sys.base_prefix, sys.base_prefix]
+    command = [tool, *_namespace_args(), "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+               *system_binds(), "--ro-bind", sys.base_prefix, sys.base_prefix]
     sites = package_entries()
     for site in sorted({*sites, *_base_sites()}):
         # An empty folder over each site-packages, then only the packages torch needs.
@@ -359,6 +353,18 @@ def _bwrap_command(tool: str, priv: Path, executable: str, argv: list[str]) -> l
                 "--ro-bind", str(priv / "units"), str(INSIDE / "units"), "--dir", str(INSIDE / "box"),
                 "--dir", str(INSIDE / "unit"), "--chdir", str(INSIDE / "lib"), "--", executable, *argv]
     return command[:1] + _parent_dirs(command) + command[1:]
+
+
+def system_binds() -> list[str]:
+    """bwrap arguments for the read-only system folders; merged-/usr links stay links."""
+    args = []
+    for name in SYSTEM_DIRS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
 
 
 def _parent_dirs(command: list[str]) -> list[str]:
