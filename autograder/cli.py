@@ -5,7 +5,7 @@ below ``--fail-under``, 2 for bad arguments or a missing submission, 3 when
 the grader itself failed.
 
 ``attn-course nbgrader ...`` runs the nbgrader pipeline
-(:mod:`autograder.nbgrader_pipeline`); any other command the course manifest
+(:mod:`autograder.nbgrader.pipeline`); any other command the course manifest
 lists under ``[commands]`` (such as ``viz``) runs that course file's ``main``.
 """
 from __future__ import annotations
@@ -17,10 +17,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import classroom, gradescope, notebooks, stubgen
-from .formats import read_roster, to_junit, to_markdown
-from .manifest import Course, load_course
-from .report import print_results
+from autograder.delivery import classroom
+from autograder.delivery import gradescope
+from autograder.authoring import notebook as notebooks
+from autograder.authoring import stubgen
+from autograder.delivery.formats import read_roster, to_junit, to_markdown
+from autograder.core.manifest import Course, load_course
+from autograder.grading.report import print_results
 
 EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER, EXIT_INTERRUPTED = 1, 2, 3, 130
 FORMATS = ("table", "json", "junit", "markdown", "classroom")
@@ -121,7 +124,7 @@ def _build(course: Course, check: bool) -> int:
 
 def _delivery(course: Course, args) -> int:
     if args.command == "release":
-        from .release import release
+        from autograder.delivery.release import release
 
         try:
             print(f"wrote {release(course, args.out)}")
@@ -129,7 +132,7 @@ def _delivery(course: Course, args) -> int:
             print(f"attn-course: {error}", file=sys.stderr)
             return EXIT_USAGE
     elif args.command == "grade-batch":
-        from .batch import STUDENT_BUDGET, BatchInterrupted, grade_batch
+        from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted, grade_batch
 
         if not args.submissions.is_dir():
             print(f"attn-course: no such folder: {args.submissions}", file=sys.stderr)
@@ -151,7 +154,7 @@ def _delivery(course: Course, args) -> int:
     elif args.platform == "gradescope":
         print(f"wrote {gradescope.export(course, args.output or Path('autograder.zip'))}")
     elif args.platform == "prairielearn":
-        from . import prairielearn
+        from autograder.delivery import prairielearn
 
         if args.out is None:
             print("attn-course: export prairielearn needs the question folder", file=sys.stderr)
@@ -185,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     course = load_course()
     # Pass-through commands parse their own arguments.
     if argv and argv[0] == "nbgrader":
-        from .nbgrader_pipeline import main as nbgrader_main
+        from autograder.nbgrader.pipeline import main as nbgrader_main
 
         return nbgrader_main(argv[1:])
     if argv and argv[0] in course.commands:
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         course.select(args.units)
         if options.get("sandbox"):
-            from .zygote import prestart
+            from autograder.sandbox.zygote import prestart
 
             pool = prestart(course)  # its torch import overlaps with ours below
             if pool.warning:  # a mode that hides less than full isolation says so, loudly
@@ -225,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"attn-course: grader failure: the sandbox could not start: {error}", file=sys.stderr)
         return EXIT_GRADER
-    from .grading import GraderError, grade
+    from autograder.grading.grade import GraderError, grade
 
     try:
         results = grade(course, folders, units=args.units, **options)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from autograder.manifest import load_course  # noqa: E402
+from autograder.core.manifest import load_course  # noqa: E402
 
 
 def timed(command: list[str]) -> float:

@@ -20,9 +20,9 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from autograder import notebooks
-from autograder.manifest import load_course
-from autograder.nbgrader_kernel import SandboxedKernelManager
+from autograder.authoring import notebook as notebooks
+from autograder.core.manifest import load_course
+from autograder.nbgrader.kernel_manager import SandboxedKernelManager
 
 
 def run(nb_path: Path, manager, workdir: Path) -> float:

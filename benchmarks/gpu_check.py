@@ -22,8 +22,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from autograder.grading import grade
-from autograder.manifest import load_course
+from autograder.grading.grade import grade
+from autograder.core.manifest import load_course
 
 MUTANTS = {"attention": "causal_mask_on_cpu", "positional_encoding": "table_built_on_cpu"}
 PARITY = "cuda"  # the parity properties' names say "cuda" (test_cpu_and_cuda_agree)

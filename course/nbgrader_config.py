@@ -6,7 +6,7 @@
 # default, an sqlite file in this folder.
 import os
 
-from autograder.nbgrader_pipeline import RestoreCellMetadata
+from autograder.nbgrader.pipeline import RestoreCellMetadata
 
 c = get_config()  # noqa: F821 - provided by traitlets
 
@@ -21,7 +21,7 @@ c.Execute.kernel_name = "python3"
 # ...started inside a sandbox (bubblewrap): its own uid, no view of this folder, the
 # gradebook, the solutions, the hidden tests or any other student's notebook, and every
 # process a cell starts ends with the kernel. See autograder/nbgrader_kernel.py.
-c.Execute.kernel_manager_class = "autograder.nbgrader_kernel.SandboxedKernelManager"
+c.Execute.kernel_manager_class = "autograder.nbgrader.kernel_manager.SandboxedKernelManager"
 c.OverwriteKernelspec.enabled = True
 # Per-cell time limit: an endless loop costs that cell, the kernel is interrupted
 # and the next cells still run.

@@ -6,7 +6,7 @@ such property also compares one answer it already has with its oracle.
 """
 from __future__ import annotations
 
-from autograder.gradcheck import check_gradients
+from autograder.testing.gradcheck import check_gradients
 
 
 def check_gradients_of(subject, build, tensors, **options):

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.subject import Call
+from autograder.testing.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.core.subject import Call
 from anchors import check_gradients_of
 from oracles import attention64, causal_allowed, softmax64
 from tensors import batch_dims, permutation, rand_bool, randn, seeds

@@ -20,8 +20,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.subject import Call, New
+from autograder.testing.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.core.subject import Call, New
 from anchors import check_gradients_of
 from oracles import attention64
 from oracles_multi_head import explicit_mha64, expected_keys, make_state, permute_heads, torch_mha64

@@ -26,8 +26,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor, mismatch
-from autograder.subject import Call, New
+from autograder.testing.compare import assert_close, assert_raises, assert_unmodified, check_tensor, mismatch
+from autograder.core.subject import Call, New
 from oracles_positional_encoding import rope64, sinusoidal64, table_atol
 from tensors import batch_dims, randn, seeds
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.subject import Call, New
+from autograder.testing.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.core.subject import Call, New
 from anchors import check_gradients_of
 from oracles_recurrent_cells import (
     CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, jacobian_norms64, lstm64,

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from autograder.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.subject import Call, New
+from autograder.testing.compare import assert_close, assert_raises, assert_unmodified, check_tensor
+from autograder.core.subject import Call, New
 from anchors import check_gradients_of
 from oracles_transformer_block import (
     LINEAR_BIASES, NORM_BIASES, block_hints, block_state, ffn64, ffn_state, layer_norm64, norm_state, one_thread,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT, grade_json
-from autograder.manifest import load_course
+from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 ALTERNATIVES = ROOT / "tests" / "alternatives"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conftest import ROOT, attn_course, grade_json
 import mutants
-from autograder.batch import Student, _chunks
+from autograder.delivery.batch import Student, _chunks
 
 sys.path.insert(0, str(ROOT / "tests" / "hostile" / "batch"))
 import uploads  # noqa: E402

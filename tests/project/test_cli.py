@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 import mutants
 from conftest import ROOT, attn_course, grade_json
-from autograder.manifest import load_course
-from autograder.plugin import pin_local_constants
+from autograder.core.manifest import load_course
+from autograder.core.plugin import pin_local_constants
 
 COURSE = load_course(ROOT)
 BUILT = [u.name for u in COURSE.units.values() if (COURSE.solutions / u.file).is_file()]

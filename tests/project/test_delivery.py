@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 import mutants
-from autograder import classroom, stubgen
-from autograder.manifest import load_course
+from autograder.delivery import classroom
+from autograder.authoring import stubgen
+from autograder.core.manifest import load_course
 from conftest import ROOT, attn_course, third_party
 
 COURSE = load_course(ROOT)

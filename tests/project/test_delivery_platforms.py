@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 
 import mutants
-from autograder.formats import gradebook_csv
-from autograder.manifest import load_course
+from autograder.delivery.formats import gradebook_csv
+from autograder.core.manifest import load_course
 from conftest import ROOT, attn_course, third_party
 
 COURSE = load_course(ROOT)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.forbidden import Operators, Traps, Use, scan_file, scan_source
-from autograder.loader import LoadError, load_unit, read_source
-from autograder.manifest import load_course
-from autograder.subject import Call, InProcessSubject
+from autograder.core.forbidden import Operators, Traps, Use, scan_file, scan_source
+from autograder.core.loader import LoadError, load_unit, read_source
+from autograder.core.manifest import load_course
+from autograder.core.subject import Call, InProcessSubject
 from conftest import ROOT, grade_json
 
 FORBIDDEN = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax")
@@ -91,7 +91,7 @@ _softmax = torch.nn.functional.softmax
         ("import ctypes", "ctypes"),
         ("import gc\ngc.get_objects()", "gc"),
         ("import sys\nm = sys.modules['torch']", "sys.modules"),
-        ("import autograder.forbidden", "autograder"),
+        ("import autograder.core.forbidden", "autograder"),
         ("f = g.__globals__", "__globals__"),
         ("class T:\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        pass", "__torch_function__"),
         ("import sys\nf = sys._getframe(1).f_back", "sys._getframe"),

@@ -10,7 +10,7 @@ import pytest
 
 import mutants
 from conftest import ROOT, grade_json
-from autograder.manifest import load_course
+from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 ALTERNATIVES = ROOT / "tests" / "alternatives"

@@ -30,8 +30,9 @@ import pytest
 
 import mutants
 from conftest import ROOT
-from autograder import notebooks, stubgen
-from autograder.manifest import load_course
+from autograder.authoring import notebook as notebooks
+from autograder.authoring import stubgen
+from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 BUILT = [u for u, spec in COURSE.units.items() if (COURSE.solutions / spec.file).is_file()]
@@ -169,7 +170,7 @@ def reference_folders(tmp: Path) -> dict[str, Path]:
 
 
 def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    code = "import sys; from autograder.nbgrader_pipeline import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from autograder.nbgrader.pipeline import main; sys.exit(main(sys.argv[1:]))"
     unit_args = [a for u in UNITS for a in ("--unit", u)]
     proc = subprocess.run([sys.executable, "-c", code, "--course", str(course_dir), *unit_args, *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800)

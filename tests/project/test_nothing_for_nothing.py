@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 
 from conftest import ROOT, grade_json
-from autograder.manifest import load_course
+from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 HOSTILE = ROOT / "tests" / "hostile"

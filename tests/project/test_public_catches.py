@@ -11,7 +11,7 @@ import pytest
 
 import mutants
 from conftest import ROOT
-from autograder.manifest import load_course
+from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 UNITS = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
@@ -29,8 +29,8 @@ CLASSIC = {
 GRADE_PUBLIC = """
 import json, sys
 from pathlib import Path
-from autograder.grading import grade
-from autograder.manifest import load_course
+from autograder.grading.grade import grade
+from autograder.core.manifest import load_course
 unit, folders = sys.argv[1], [Path(p) for p in sys.argv[2:]]
 results = grade(load_course(), folders, units=[unit], suites=("public",), isolate=False, sandbox=False)
 print(json.dumps([r.to_dict()["units"][unit] for r in results]))

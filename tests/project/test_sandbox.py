@@ -19,10 +19,10 @@ import pytest
 import torch
 
 from conftest import ROOT
-from autograder import transport
-from autograder.manifest import load_course
-from autograder.sandbox import SandboxSubject, isolation_mode, processes_of
-from autograder.subject import Call, New, Result, StudentError
+from autograder.sandbox.inside import transport
+from autograder.core.manifest import load_course
+from autograder.sandbox.host import SandboxSubject, isolation_mode, processes_of
+from autograder.core.subject import Call, New, Result, StudentError
 
 COURSE = load_course(ROOT)
 HOSTILE = ROOT / "tests" / "hostile"
@@ -37,14 +37,15 @@ CORPUS_MARK = "987654321"
 MARK = f"9{os.getpid():08d}"
 
 # Driver run in a fresh interpreter: grade, then report what the sandbox used. Optional:
-# smaller limits (module attributes of autograder.sandbox), and a process name to watch for
+# smaller limits (module attributes of autograder.sandbox.host), and a process name to watch for
 # each time a worker starts (what another submission left running then).
 DRIVER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from autograder import sandbox, zygote
-    from autograder.grading import grade
-    from autograder.manifest import load_course
+    from autograder.sandbox.host import host as sandbox
+    from autograder.sandbox.host import zygote
+    from autograder.grading.grade import grade
+    from autograder.core.manifest import load_course
     spec = json.loads(sys.argv[1])
     for name, value in spec["limits"].items():
         setattr(sandbox, name, value)
@@ -331,7 +332,7 @@ def test_budgets_bound_slow_and_jamming_submissions(budget_run):
 
 
 def test_writes_to_a_worker_have_a_deadline(corpus, monkeypatch):
-    from autograder import sandbox
+    from autograder.sandbox.host import host as sandbox
 
     monkeypatch.setattr(sandbox, "WRITE_LIMIT", 1.0)
     with SandboxSubject(COURSE, corpus["pipe_shrink"], timeout=10.0) as subject:

@@ -5,7 +5,7 @@ import ast
 
 import pytest
 
-from autograder import stubgen
+from autograder.authoring import stubgen
 from conftest import ROOT
 
 SOLUTIONS = ROOT / "solutions"

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import redact, transport
-from autograder.manifest import load_course
+from autograder.core import redact
+from autograder.sandbox.inside import transport
+from autograder.core.manifest import load_course
 
 from conftest import grade_json
 
@@ -159,9 +160,9 @@ def test_a_worker_cannot_send_more_than_the_limit(output):
 MEMORY_PROBE = r"""
 import json, resource, sys
 import torch
-from autograder import transport
-from autograder.gradcheck import check_gradients
-from autograder.subject import Call
+from autograder.sandbox.inside import transport
+from autograder.testing.gradcheck import check_gradients
+from autograder.core.subject import Call
 torch.set_num_threads(1)
 
 def peak():

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from autograder.compare import assert_close, assert_raises, check_tensor
-from autograder.subject import Call, New
+from autograder.testing.compare import assert_close, assert_raises, check_tensor
+from autograder.core.subject import Call, New
 
 pytestmark = pytest.mark.unit("multi_head")
 

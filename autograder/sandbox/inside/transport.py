@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from .redact import MESSAGE_LIMIT, Redactor
-from .subject import Call, New, Result, StudentError
+from autograder.core.redact import MESSAGE_LIMIT, Redactor
+from autograder.core.subject import Call, New, Result, StudentError
 
 MAGIC = b"ATN1"
 _PREFIX = struct.Struct(">4sIQ")

@@ -13,7 +13,7 @@ and ``gradebook.db`` there. The steps::
     all         generate, collect, autograde, feedback, export
 
 Sandboxed kernels. nbgrader executes every notebook in a kernel started by
-:class:`autograder.nbgrader_kernel.SandboxedKernelManager` (set in the course's
+:class:`autograder.nbgrader.kernel_manager.SandboxedKernelManager` (set in the course's
 ``nbgrader_config.py``): its own uid, no view of the course folder, the
 gradebook, the solutions or any other student's files, and nothing it starts
 outlives the notebook. Only this trusted process writes the gradebook, the
@@ -58,8 +58,8 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from . import notebooks
-from .manifest import Course, load_course
+from autograder.authoring import notebook as notebooks
+from autograder.core.manifest import Course, load_course
 
 CONFIG = "nbgrader_config.py"
 

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .results import GradeResult, UnitResult
+from autograder.core.results import GradeResult, UnitResult
 
 
 def _points(score: float, max_score: float) -> str:

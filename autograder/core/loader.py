@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from .manifest import Course, Unit
+from autograder.core.manifest import Course, Unit
 
 _counter = itertools.count()
 

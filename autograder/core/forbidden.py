@@ -22,7 +22,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .loader import read_source
+from autograder.core.loader import read_source
 
 TENSOR_PREFIX = "torch.Tensor."
 OPERATOR_PREFIX = "aten::"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from .manifest import Course
-from .plugin import GradingPlugin
-from .results import GradeResult
-from .subject import InProcessSubject
+from autograder.core.manifest import Course
+from autograder.core.plugin import GradingPlugin
+from autograder.core.results import GradeResult
+from autograder.core.subject import InProcessSubject
 
 SUITES = ("public", "hidden")
 
@@ -37,7 +37,7 @@ def grade(
     ``seed`` is for course authors exploring other examples: it turns off
     hypothesis's derandomization, so grades then depend on it. With
     ``sandbox`` (the default) student code runs in sandboxed worker
-    processes (:mod:`autograder.sandbox`); without it, in this process.
+    processes (:mod:`autograder.sandbox.host`); without it, in this process.
     """
     selected = [u.name for u in course.select(units)]
     torch.set_num_threads(1)  # the trusted side's oracles too: one reduction order on every machine
@@ -56,7 +56,7 @@ def grade(
 def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, timeout: float):
     if not sandbox:
         return InProcessSubject(course, folder, isolate=isolate, timeout=timeout)
-    from .sandbox import SandboxError, SandboxSubject
+    from autograder.sandbox.host import SandboxError, SandboxSubject
 
     try:
         return SandboxSubject(course, folder, isolate=isolate, timeout=timeout)

@@ -22,7 +22,7 @@ LimitOutput and error reporting are unchanged); only the kernel process moves.
 The kernel talks to nbgrader over ZeroMQ ``ipc`` sockets in a private folder
 bound into the sandbox, since the sandbox has no network. The kernel's
 verdict still does not count: the pipeline re-scores every grade cell from
-answer cells read before any kernel ran (:mod:`autograder.nbgrader_pipeline`).
+answer cells read before any kernel ran (:mod:`autograder.nbgrader.pipeline`).
 
 Where bubblewrap cannot start (no user namespaces, e.g. in a container), the
 kernel runs as a dedicated uid if nbgrader is root, and plainly otherwise,
@@ -39,8 +39,8 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
-from .manifest import MANIFEST, load_course
-from .zygote import bwrap, isolation_mode, system_binds
+from autograder.core.manifest import MANIFEST, load_course
+from autograder.sandbox.zygote import bwrap, isolation_mode, system_binds
 
 KERNEL_UID = 3_300_000  # + pid % 100_000: a uid no account has, distinct from the grader's workers
 LIMITS = ("--as=6442450944", "--nproc=512", "--nofile=1024", "--fsize=67108864", "--cpu=1800", "--core=0")

@@ -39,11 +39,11 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from .formats import gradebook_csv, to_markdown
-from .manifest import Course
-from .notebooks import rubric
-from .results import GradeResult
-from .submissions import MAX_ZIP_BYTES, SubmissionError, collect, walk
+from autograder.delivery.formats import gradebook_csv, to_markdown
+from autograder.core.manifest import Course
+from autograder.authoring.notebook import rubric
+from autograder.core.results import GradeResult
+from autograder.delivery.submissions import MAX_ZIP_BYTES, SubmissionError, collect, walk
 
 CHUNK = 5  # students per grader process at most: amortizes its start-up, bounds what a crash can cost
 STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed

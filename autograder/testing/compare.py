@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .subject import Result, StudentError
+from autograder.core.subject import Result, StudentError
 
 
 def check_tensor(got, *, shape=None, dtype=None, device_type=None, what="output") -> torch.Tensor:

@@ -22,10 +22,10 @@ import time
 import uuid
 from pathlib import Path
 
-from .gradescope import atomic_write, grade_upload, grader_files, packages, python_version, sandboxed
-from .manifest import Course, load_course
-from .results import GradeResult
-from .versions import requirement
+from autograder.delivery.gradescope import atomic_write, grade_upload, grader_files, packages, python_version, sandboxed
+from autograder.core.manifest import Course, load_course
+from autograder.core.results import GradeResult
+from autograder.core.versions import requirement
 
 TIMEOUT = 300  # seconds; PrairieLearn's ceiling is 600
 DEFAULT_IMAGE = "attention-course/grader"  # build it from the exported Dockerfile and push it under this name
@@ -34,7 +34,7 @@ ENTRYPOINT = """#!/usr/bin/env bash
 # PrairieLearn's entrypoint: grade /grade/student, write /grade/results/results.json.
 ROOT="${ATTN_PRAIRIELEARN_ROOT:-/grade}"
 cd "$ROOT/tests" || exit 1
-exec "${ATTN_PYTHON:-python3}" -m autograder.prairielearn
+exec "${ATTN_PYTHON:-python3}" -m autograder.delivery.prairielearn
 """
 
 DOCKERFILE = """# The grading image: the grader's own Python, torch (CPU wheel) and hypothesis.

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from . import loader
-from .forbidden import Operators, Traps
-from .manifest import Course, Unit
+from autograder.core import loader
+from autograder.core.forbidden import Operators, Traps
+from autograder.core.manifest import Course, Unit
 
 
 @dataclass(frozen=True)

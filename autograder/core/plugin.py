@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from .forbidden import Use, scan_file
-from .loader import safe_str
-from .manifest import Course
-from .results import GradeResult, TestResult, UnitResult
-from .subject import StudentError
+from autograder.core.forbidden import Use, scan_file
+from autograder.core.loader import safe_str
+from autograder.core.manifest import Course
+from autograder.core.results import GradeResult, TestResult, UnitResult
+from autograder.core.subject import StudentError
 
 PROFILE = "attn-grading"
 EXPLORE = "attn-explore"  # course authors only: fresh examples from --hypothesis-seed

@@ -12,9 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .classroom import workflow
-from .manifest import Course
-from .versions import requirement
+from autograder.delivery.classroom import workflow
+from autograder.core.manifest import Course
+from autograder.core.versions import requirement
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=69"]

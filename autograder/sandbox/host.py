@@ -1,14 +1,14 @@
 """The trusted side of sandboxed grading: :class:`SandboxSubject`.
 
-It has the interface of :class:`~autograder.subject.InProcessSubject` and
+It has the interface of :class:`~autograder.core.subject.InProcessSubject` and
 gives the same results on honest code, but the submission runs in worker
-processes (see :mod:`autograder.worker` for what each mode hides), one per
+processes (see :mod:`autograder.sandbox.inside.worker` for what each mode hides), one per
 unit: a worker sees the stand-ins of its unit's dependencies only, never its
 own unit's. Calls and results cross a pipe as JSON plus raw tensor bytes
-(:mod:`autograder.transport`); everything that comes back is validated and
+(:mod:`autograder.sandbox.inside.transport`); everything that comes back is validated and
 redacted here before a test sees it, and every way a worker can fail (hang,
 crash, exit, run out of memory, flood its output, stop reading, send
-garbage) becomes a :class:`~autograder.subject.StudentError` for that call,
+garbage) becomes a :class:`~autograder.core.subject.StudentError` for that call,
 after which a fresh worker serves the next one.
 
 Time is bounded three ways: per call (``timeout``), per test
@@ -32,12 +32,13 @@ import stat
 import time
 from pathlib import Path
 
-from . import redact, transport
-from .manifest import Course
-from .subject import Call, Result, StudentError
-from .submissions import SubmissionError, walk
-from .zygote import INSIDE, _limits
-from .zygote import (  # noqa: F401 - re-exported for callers and tests
+from autograder.core import redact
+from autograder.sandbox.inside import transport
+from autograder.core.manifest import Course
+from autograder.core.subject import Call, Result, StudentError
+from autograder.delivery.submissions import SubmissionError, walk
+from autograder.sandbox.zygote import INSIDE, _limits
+from autograder.sandbox.zygote import (  # noqa: F401 - re-exported for callers and tests
     STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, SandboxError, _Pool, _UidLease, _wait_readable, isolation_mode, kill_uid,
     mode_warning, processes_of,
 )
@@ -57,7 +58,7 @@ WRITE_LIMIT = 10.0  # seconds a request may take to reach a worker
 
 def copy_submission(folder: Path, box: Path, uid: int | None) -> tuple[list[str], str | None]:
     """Copy ``folder``'s files into ``box`` without recursion, within the limits of
-    :func:`autograder.submissions.walk`; returns the paths refused (links that
+    :func:`autograder.delivery.submissions.walk`; returns the paths refused (links that
     leave the folder) and why the submission cannot be graded at all (or None)."""
     refused, total = [], 0
     box.mkdir(mode=0o700)

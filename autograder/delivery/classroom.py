@@ -18,9 +18,9 @@ from __future__ import annotations
 import base64
 import json
 
-from .manifest import Course
-from .results import GradeResult
-from .versions import requirement
+from autograder.core.manifest import Course
+from autograder.core.results import GradeResult
+from autograder.core.versions import requirement
 
 STEP_ID = "public-tests"
 

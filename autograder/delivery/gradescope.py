@@ -24,11 +24,11 @@ import time
 import zipfile
 from pathlib import Path
 
-from .grading import grade
-from .manifest import Course, load_course
-from .results import GradeResult
-from .submissions import SubmissionError, collect
-from .versions import requirement
+from autograder.grading.grade import grade
+from autograder.core.manifest import Course, load_course
+from autograder.core.results import GradeResult
+from autograder.delivery.submissions import SubmissionError, collect
+from autograder.core.versions import requirement
 
 EXPLANATION = (
     "Public tests are visible now. Hidden properties count too: their results appear "
@@ -52,7 +52,7 @@ UV_BIN="$ROOT/bootstrap/bin/uv"
 "$UV_BIN" python install {python}
 "$UV_BIN" venv --python {python} "$ROOT/venv"
 # torch first, as the CPU wheel: a looser requirement would pull a multi-GB CUDA build.
-# Both pins are the exporting grader's own versions (autograder.versions).
+# Both pins are the exporting grader's own versions (autograder.core.versions).
 "$UV_BIN" pip install --python "$ROOT/venv/bin/python" {torch} --index-url https://download.pytorch.org/whl/cpu
 "$UV_BIN" pip install --python "$ROOT/venv/bin/python" {packages}
 """
@@ -62,7 +62,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # finishes; what it prints is Gradescope's results/stdout (the instructor's log).
 ROOT="${ATTN_GRADESCOPE_ROOT:-/autograder}"
 cd "$ROOT/source" || exit 1
-exec "${ATTN_PYTHON:-$ROOT/venv/bin/python}" -m autograder.gradescope
+exec "${ATTN_PYTHON:-$ROOT/venv/bin/python}" -m autograder.delivery.gradescope
 """
 
 LOG_LINE = 300  # characters per log line: student text reaches the log cut to this

@@ -16,7 +16,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from .manifest import Course
+from autograder.core.manifest import Course
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_ZIP_BYTES = 20 * 1024 * 1024

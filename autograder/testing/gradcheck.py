@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from .subject import Call, leaves_of, map_nested
+from autograder.core.subject import Call, leaves_of, map_nested
 
 
 def check_gradients(

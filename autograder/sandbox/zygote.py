@@ -11,7 +11,7 @@ whole site-packages) and the private folder's parts.
 
 Kept free of torch imports at module level, so the CLI can start the zygote
 (whose torch import takes a second) before it imports anything heavy itself;
-see :func:`prestart`. :mod:`autograder.sandbox` builds the subject on top.
+see :func:`prestart`. :mod:`autograder.sandbox.host` builds the subject on top.
 """
 from __future__ import annotations
 
@@ -30,9 +30,11 @@ import time
 import weakref
 from pathlib import Path
 
-from .manifest import Course
+from autograder.core.manifest import Course
 
-WORKER_MODULES = ("worker", "subject", "transport")  # what the worker imports; their own imports follow
+# What a worker imports, copied whole into the box: nothing else of the engine (no grading,
+# no delivery, no course data) is there. tests/project/test_layers.py checks the worker needs no more.
+BOXED = ("core", "sandbox/inside")
 UID_MIN, UID_MAX = 3_100_000, 3_200_000  # dedicated worker uids (root only); no passwd entry needed
 UID_LOCKS = Path(tempfile.gettempdir()) / "attn-sandbox-uids"
 STARTUP = 120.0  # seconds for the zygote to import torch (slow on a loaded machine)
@@ -280,20 +282,16 @@ class _UidLease:
             self._fd = None
 
 
-def engine_files(engine: Path) -> list[str]:
-    """The engine's files a worker needs: :data:`WORKER_MODULES` and what they import from the package."""
-    import ast
-
-    found, todo = {"__init__"}, list(WORKER_MODULES)
-    while todo:
-        name = todo.pop()
-        if name in found or not (engine / f"{name}.py").is_file():
-            continue
-        found.add(name)
-        for node in ast.walk(ast.parse((engine / f"{name}.py").read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
-    return sorted(f"{name}.py" for name in found)
+def engine_files(engine: Path) -> list[Path]:
+    """The engine's files a worker gets, relative to ``engine`` (the package folder): the
+    package's ``__init__``, every file of :data:`BOXED` (each copied whole, so nothing
+    is kept in step by hand), and the ``__init__`` of each package above one."""
+    found = {Path("__init__.py")}
+    for folder in BOXED:
+        parts = Path(folder).parts
+        found |= {Path(*parts[:i], "__init__.py") for i in range(1, len(parts))}
+        found |= {p.relative_to(engine) for p in (engine / folder).rglob("*.py")}
+    return sorted(found)
 
 
 # -- what a worker may see ---------------------------------------------------------------
@@ -431,11 +429,11 @@ class _Pool:
         # Full mode binds what it needs; otherwise workers (each its own uid) enter only their own folders.
         os.chmod(self.priv, 0o700 if self.mode == "full" else 0o711)
         lib = self.priv / "lib"
-        (lib / "autograder").mkdir(parents=True)
         for folder in ("subs", "units"):
             (self.priv / folder).mkdir(mode=0o711)
-        engine = Path(__file__).resolve().parent
+        engine = Path(__file__).resolve().parents[1]
         for name in engine_files(engine):
+            (lib / "autograder" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(engine / name, lib / "autograder" / name)
         for path in [lib, *lib.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
@@ -466,7 +464,7 @@ class _Pool:
         }
         config_path = lib / "zygote.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
-        argv = ["-I", "-S", str(inner_lib / "autograder" / "worker.py"), str(inner_lib / "zygote.json")]
+        argv = ["-I", "-S", str(inner_lib / "autograder" / "sandbox" / "inside" / "worker.py"), str(inner_lib / "zygote.json")]
         command = _bwrap_command(bwrap(), self.priv, executable, argv) if full else [executable, *argv]
         self.log = open(self.priv / "zygote.log", "w+b")
         self.proc = subprocess.Popen(

@@ -43,8 +43,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import stubgen
-from .manifest import Course, load_course
+from autograder.authoring import stubgen
+from autograder.core.manifest import Course, load_course
 
 LESSON_LANGUAGE = "en"
 SOURCE = Path("course") / "source"  # the nbgrader source folder, under the course root
@@ -77,7 +77,7 @@ def _marker_call(node: ast.AST, name: str):
 
 def rubric(course: Course, unit: str) -> list[Rubric]:
     """The graded tests of ``unit`` (public first, then hidden), read statically
-    with the conventions :mod:`autograder.plugin` enforces."""
+    with the conventions :mod:`autograder.core.plugin` enforces."""
     found = []
     for folder, visibility in ((course.public_tests, "visible"), (course.hidden_tests, "hidden")):
         for path in sorted(folder.glob("test_*.py")):
@@ -126,11 +126,11 @@ def _sibling_import(node: ast.ImportFrom, unit: str, indent: str = "") -> list[s
     original = ast.unparse(node)
     lines = [f"{indent}# The .py file says `{original}`; in this notebook that unit is the course's trusted stand-in."]
     if node.module:  # from .attention import a, b as c
-        lines.append(f"{indent}from autograder.notebooks import sibling")
+        lines.append(f"{indent}from autograder.authoring.notebook import sibling")
         for alias in node.names:
             lines.append(f"{indent}{alias.asname or alias.name} = sibling({unit!r}, {node.module!r}).{alias.name}")
     else:  # from . import attention
-        lines.append(f"{indent}from autograder.notebooks import sibling")
+        lines.append(f"{indent}from autograder.authoring.notebook import sibling")
         for alias in node.names:
             lines.append(f"{indent}{alias.asname or alias.name} = sibling({unit!r}, {alias.name!r})")
     return lines
@@ -327,7 +327,7 @@ def _test_cells(course: Course, unit: str) -> list:
     for test in visible:
         gid = grade_id(unit, f"public-{test.test_id.split('::')[1]}")
         text = (f"# {_points(test.points)}: {test.name}\n"
-                "from autograder.notebooks import public_test\n"
+                "from autograder.authoring.notebook import public_test\n"
                 f"public_test({unit!r}, {test.test_id!r}, globals())")
         cells.append(_code(gid, text, _nbgrader(gid, grade=True, solution=False, locked=True, points=test.points),
                            {"part": "test", "tests": [test.test_id]}))
@@ -337,7 +337,7 @@ def _test_cells(course: Course, unit: str) -> list:
         text = (f"# {_points(total)}: the {len(hidden)} hidden properties of this unit, graded by the course's\n"
                 "# grader outside this notebook; your feedback lists each property that failed.\n"
                 f"{HIDDEN_BEGIN}\n"
-                "from autograder.notebooks import hidden_tests\n"
+                "from autograder.authoring.notebook import hidden_tests\n"
                 f"hidden_tests({unit!r})\n"
                 f"{HIDDEN_END}")
         cells.append(_code(gid, text, _nbgrader(gid, grade=True, solution=False, locked=True, points=total),
@@ -499,7 +499,7 @@ _stand_in_packages: dict[str, str] = {}
 
 def sibling(unit: str, name: str) -> types.ModuleType:
     """The trusted stand-in the grader uses for sibling ``name`` while grading ``unit``."""
-    from .loader import _exec_file
+    from autograder.core.loader import _exec_file
 
     course = load_course()
     stand_ins = course.units[unit].stand_ins
@@ -517,7 +517,7 @@ def sibling(unit: str, name: str) -> types.ModuleType:
 
 
 def _kernel_subject(course: Course, unit: str, namespace: dict):
-    from .subject import InProcessSubject
+    from autograder.core.subject import InProcessSubject
 
     subject = InProcessSubject(course, Path.cwd(), isolate=False)
     subject._modules[unit] = types.SimpleNamespace(**{k: v for k, v in namespace.items() if isinstance(k, str)})
@@ -530,7 +530,7 @@ def public_test(unit: str, test_id: str, namespace: dict) -> None:
 
     from hypothesis import settings
 
-    from .plugin import PROFILE, failure_message
+    from autograder.core.plugin import PROFILE, failure_message
 
     course = load_course()
     filename, function = test_id.split("::")

@@ -2,7 +2,7 @@
 
 This file runs only inside the sandbox, from a private copy of the grader's
 package (no solutions, no tests, no course data). It is started by
-:mod:`autograder.zygote` as ``python -I -S worker.py CONFIG``:
+:mod:`autograder.sandbox.zygote` as ``python -I -S worker.py CONFIG``:
 
 * **full** mode: under bubblewrap, in new mount, PID, network, IPC and UTS
   namespaces over an empty root holding read-only binds of the system
@@ -34,7 +34,7 @@ submission), /tmp and /dev/shm, and sees only its own unit's folder of
 stand-ins (the units that unit depends on, never the unit's own) and none
 of the other submissions. It joins its cgroups, drops to its uid, sets
 resource limits, and serves Calls for its one unit with an
-:class:`~autograder.subject.InProcessSubject`.
+:class:`~autograder.core.subject.InProcessSubject`.
 """
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
 def _course(config: dict, spawn: dict):
     from pathlib import Path
 
-    from autograder.manifest import Course, Unit
+    from autograder.core.manifest import Course, Unit
 
     lib = Path(spawn["unit_dir"] if not config["namespaces"] else config["inside"] + "/unit")
     units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]))
@@ -192,7 +192,7 @@ OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
 
 def _mapped(error, limits: dict):
     """Name running out of memory for what it is."""
-    from autograder.subject import StudentError
+    from autograder.core.subject import StudentError
 
     if error.kind == "MemoryError" or (error.kind in ("RuntimeError", "OutOfMemoryError")
                                        and any(s in error.message for s in OUT_OF_MEMORY)):
@@ -206,8 +206,8 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
     import gc
     from pathlib import Path
 
-    from autograder import transport
-    from autograder.subject import CallTimeout, InProcessSubject, StudentError
+    from autograder.sandbox.inside import transport
+    from autograder.core.subject import CallTimeout, InProcessSubject, StudentError
 
     inner = InProcessSubject(_course(config, spawn), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
     limits = spawn["limits"]
@@ -387,7 +387,8 @@ def zygote(config_path: str) -> None:
     if config["warm_first"]:
         warm()
 
-    from autograder import subject, transport  # noqa: F401
+    from autograder.core import subject  # noqa: F401
+    from autograder.sandbox.inside import transport  # noqa: F401
 
     import gc
     gc.collect()

@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .results import GradeResult
+from autograder.core.results import GradeResult
 
 # XML 1.0 admits no C0 control character but tab, newline and carriage return;
 # student code controls error messages, so these are stripped before writing.
