@@ -1,12 +1,19 @@
-"""``attn-course``: build stubs, grade submissions, check your own work.
+"""The command line: build stubs, grade submissions, check your own work.
 
-Exit codes: 0 when the command ran (whatever the score), 1 when a score is
-below ``--fail-under``, 2 for bad arguments or a missing submission, 3 when
-the grader itself failed.
+A thin layer: :func:`_parser` reads the arguments, :data:`COMMANDS` names the
+function of each command, and :data:`EXIT_CODES` maps every error a command
+may raise to its exit code and message, in one place:
 
-``attn-course nbgrader ...`` runs the nbgrader pipeline
+* 0 when the command ran (whatever the score);
+* 1 when a score is below ``--fail-under`` (or ``build --check`` finds stale files);
+* 2 for bad arguments, a missing submission or an existing output folder;
+* 3 when the grader itself failed;
+* 130 when a batch was interrupted (its finished students are kept).
+
+``<command> nbgrader ...`` runs the nbgrader pipeline
 (:mod:`autograder.nbgrader.pipeline`); any other command the course manifest
 lists under ``[commands]`` (such as ``viz``) runs that course file's ``main``.
+The program's name is the manifest's ``[branding] command``.
 """
 from __future__ import annotations
 
@@ -17,20 +24,38 @@ from pathlib import Path
 
 from rich.console import Console
 
-from autograder.delivery import classroom
-from autograder.delivery import gradescope
-from autograder.authoring import notebook as notebooks
-from autograder.authoring import stubgen
-from autograder.delivery.formats import read_roster, to_junit, to_markdown
+from autograder.authoring import notebook, stubgen
 from autograder.core.manifest import Course, load_course
+from autograder.delivery import classroom
+from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
+from autograder.delivery.formats import read_roster, to_junit, to_markdown
+from autograder.grading.errors import GraderError
 from autograder.grading.report import print_results
 
-EXIT_FAIL_UNDER, EXIT_USAGE, EXIT_GRADER, EXIT_INTERRUPTED = 1, 2, 3, 130
 FORMATS = ("table", "json", "junit", "markdown", "classroom")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attn-course", description=__doc__.splitlines()[0])
+class UsageError(Exception):
+    """Bad arguments or a missing input: the user's to fix."""
+
+
+class FailUnder(Exception):
+    """A submission scored below ``--fail-under``."""
+
+
+# Error -> (exit code, message prefix). The first match wins.
+EXIT_CODES: list[tuple[type[BaseException], int, str]] = [
+    (FailUnder, 1, ""),
+    (UsageError, 2, ""),
+    (ValueError, 2, ""),  # an unknown unit, a malformed option
+    (FileExistsError, 2, ""),
+    (GraderError, 3, "grader failure: "),
+    (BatchInterrupted, 130, ""),
+]
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     build = sub.add_parser("build", help="regenerate assignments/ and the nbgrader notebooks from solutions/")
@@ -46,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="gradebook.csv layout: canvas writes Canvas's gradebook import columns")
     batch.add_argument("--roster", type=Path, metavar="FILE",
                        help="canvas: CSV with a 'folder' column and Canvas's Student, ID, SIS User ID, SIS Login ID, Section")
-    batch.add_argument("--student-budget", type=float, default=None, metavar="SECONDS",
-                       help="wall-clock seconds per student before a grader process is killed (default 1200)")
+    batch.add_argument("--student-budget", type=float, default=STUDENT_BUDGET, metavar="SECONDS",
+                       help=f"wall-clock seconds per student before a grader process is killed (default {STUDENT_BUDGET:g})")
 
     release = sub.add_parser("release", help="write the student bundle (no solutions, no hidden tests)")
     release.add_argument("out", type=Path)
@@ -81,7 +106,112 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _render(results, args) -> str | None:
+# -- the commands: each takes the course and its parsed arguments, returns an exit code ----------
+
+def _build(course: Course, args) -> int:
+    if args.check:
+        stale = stubgen.stale(course.solutions, course.assignments) + notebook.stale(course)
+        print("stale: " + ", ".join(stale) if stale else "all stubs and notebooks are current")
+        return 1 if stale else 0
+    for path in stubgen.build(course.solutions, course.assignments) + notebook.build(course):
+        print(f"wrote {path.relative_to(course.root)}")
+    return 0
+
+
+def _grade(course: Course, args) -> int:
+    return _grade_folders(course, args, args.paths, seed=args.seed, sandbox=args.sandbox, timeout=args.timeout)
+
+
+def _check(course: Course, args) -> int:
+    args.units = (args.units or []) + args.unit_args
+    # Checking your own work: only the public tests, and your own siblings (no stand-ins);
+    # for Classroom, the stand-ins where they are present, as `grade` uses them.
+    isolate = args.format == "classroom" and classroom.isolates(course)
+    return _grade_folders(course, args, [args.path or course.assignments], suites=("public",), isolate=isolate,
+                          sandbox=False)
+
+
+def _grade_folders(course: Course, args, folders: list[Path], **options) -> int:
+    from autograder.grading.grade import grade
+
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise UsageError(f"no such submission folder: {', '.join(missing)}")
+    course.select(args.units)
+    pool = _prestart(course) if options.get("sandbox") else None
+    try:
+        results = grade(course, folders, units=args.units, **options)
+    finally:
+        if pool is not None:
+            pool.release()
+    _emit(course, results, args)
+    if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
+        raise FailUnder(f"a submission scored below {args.fail_under:g}%")
+    return 0
+
+
+def _prestart(course: Course):
+    """The sandbox's zygote, started before grading imports anything heavy (its torch import overlaps ours)."""
+    from autograder.sandbox.zygote import prestart
+
+    try:
+        pool = prestart(course)
+    except OSError as error:
+        raise GraderError(f"the sandbox could not start: {error}") from None
+    if pool.warning:  # a mode that hides less than full isolation says so, loudly
+        print(f"{course.brand.command}: WARNING: {pool.warning}", file=sys.stderr)
+    return pool
+
+
+def _batch(course: Course, args) -> int:
+    from autograder.delivery.batch import grade_batch
+
+    if not args.submissions.is_dir():
+        raise UsageError(f"no such folder: {args.submissions}")
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise UsageError(f"the roster cannot be read: {error}") from None
+    summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
+                          show_progress=args.progress, student_budget=args.student_budget,
+                          gradebook=args.csv, roster=roster)
+    print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
+          f"gradable); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
+    return 0
+
+
+def _release(course: Course, args) -> int:
+    from autograder.delivery.release import release
+
+    print(f"wrote {release(course, args.out)}")
+    return 0
+
+
+def _export(course: Course, args) -> int:
+    if args.platform == "gradescope":
+        from autograder.delivery import gradescope
+
+        print(f"wrote {gradescope.export(course, args.output or Path('autograder.zip'))}")
+        return 0
+    if args.out is None:
+        raise UsageError(f"export {args.platform} needs the "
+                         + ("question folder" if args.platform == "prairielearn" else "student repository folder"))
+    if args.platform == "prairielearn":
+        from autograder.delivery import prairielearn
+
+        print(f"wrote {prairielearn.export(course, args.out, args.image)}")
+    else:
+        print(f"wrote {classroom.write_workflow(course, args.out)}")
+    return 0
+
+
+COMMANDS = {"build": _build, "grade": _grade, "check": _check, "grade-batch": _batch,
+            "release": _release, "export": _export}
+
+
+# -- reports ------------------------------------------------------------------------------------
+
+def _render(course: Course, results, args) -> str | None:
     """The report text, or None for the table (which rich prints itself)."""
     if args.format == "json":
         data = [r.to_dict() for r in results]
@@ -91,12 +221,12 @@ def _render(results, args) -> str | None:
     if args.format == "markdown":
         return to_markdown(results)
     if args.format == "classroom":
-        return "".join(classroom.github_output(r, list(args.course.units)) for r in results)
+        return "".join(classroom.github_output(r, course) for r in results)
     return None
 
 
-def _emit(results, args) -> None:
-    text = _render(results, args)
+def _emit(course: Course, results, args) -> None:
+    text = _render(course, results, args)
     if text is None and args.output:
         with args.output.open("w", encoding="utf-8") as handle:
             print_results(results, verbose=args.verbose, console=Console(file=handle, width=160))
@@ -112,71 +242,14 @@ def _emit(results, args) -> None:
         sys.stdout.write(text)
 
 
-def _build(course: Course, check: bool) -> int:
-    if check:
-        stale = stubgen.stale(course.solutions, course.assignments) + notebooks.stale(course)
-        print("stale: " + ", ".join(stale) if stale else "all stubs and notebooks are current")
-        return 1 if stale else 0
-    for path in stubgen.build(course.solutions, course.assignments) + notebooks.build(course):
-        print(f"wrote {path.relative_to(course.root)}")
-    return 0
-
-
-def _delivery(course: Course, args) -> int:
-    if args.command == "release":
-        from autograder.delivery.release import release
-
-        try:
-            print(f"wrote {release(course, args.out)}")
-        except FileExistsError as error:
-            print(f"attn-course: {error}", file=sys.stderr)
-            return EXIT_USAGE
-    elif args.command == "grade-batch":
-        from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted, grade_batch
-
-        if not args.submissions.is_dir():
-            print(f"attn-course: no such folder: {args.submissions}", file=sys.stderr)
-            return EXIT_USAGE
-        try:
-            roster = read_roster(args.roster) if args.roster else None
-        except (OSError, ValueError, UnicodeDecodeError) as error:
-            print(f"attn-course: the roster cannot be read: {error}", file=sys.stderr)
-            return EXIT_USAGE
-        try:
-            summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
-                                  show_progress=args.progress, student_budget=args.student_budget or STUDENT_BUDGET,
-                                  gradebook=args.csv, roster=roster)
-        except BatchInterrupted as stop:
-            print(f"attn-course: {stop}", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
-              f"gradable); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
-    elif args.platform == "gradescope":
-        print(f"wrote {gradescope.export(course, args.output or Path('autograder.zip'))}")
-    elif args.platform == "prairielearn":
-        from autograder.delivery import prairielearn
-
-        if args.out is None:
-            print("attn-course: export prairielearn needs the question folder", file=sys.stderr)
-            return EXIT_USAGE
-        print(f"wrote {prairielearn.export(course, args.out, args.image or prairielearn.DEFAULT_IMAGE)}")
-    else:
-        if args.out is None:
-            print("attn-course: export classroom needs the student repository folder", file=sys.stderr)
-            return EXIT_USAGE
-        flow = args.out / ".github" / "workflows" / "classroom.yml"
-        flow.parent.mkdir(parents=True, exist_ok=True)
-        flow.write_text(classroom.workflow(course), encoding="utf-8")
-        print(f"wrote {flow}")
-    return 0
-
+# -- entry point --------------------------------------------------------------------------------
 
 def _course_command(course: Course, name: str, argv: list[str]) -> int:
     """Run ``main(argv)`` of the course file the manifest names for ``name``."""
     import importlib.util
 
     path = course.root / course.commands[name]
-    sys.path.insert(0, str(course.root))  # course files import their siblings as ``course.*``
+    sys.path.insert(0, str(course.root))  # course files import their siblings as packages of the course root
     spec = importlib.util.spec_from_file_location(f"_course_command_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -193,58 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         return nbgrader_main(argv[1:])
     if argv and argv[0] in course.commands:
         return _course_command(course, argv[0], argv[1:])
-    args = _parser().parse_args(argv)
-    args.course = course
-    if args.command == "build":
-        return _build(course, args.check)
-    if args.command in ("release", "grade-batch", "export"):
-        return _delivery(course, args)
-
-    if args.command == "grade":
-        folders, options = args.paths, {"seed": args.seed, "sandbox": args.sandbox, "timeout": args.timeout}
-    else:
-        folders = [args.path or course.assignments]
-        args.units = (args.units or []) + args.unit_args
-        # Checking your own work: only the public tests, and your own siblings (no stand-ins);
-        # for Classroom, the stand-ins where they are present, as `grade` uses them.
-        isolate = args.format == "classroom" and classroom.isolates(course)
-        options = {"suites": ("public",), "isolate": isolate, "sandbox": False}
-    missing = [str(f) for f in folders if not f.is_dir()]
-    if missing:
-        print(f"attn-course: no such submission folder: {', '.join(missing)}", file=sys.stderr)
-        return EXIT_USAGE
-    pool = None
+    args = _parser(course.brand.command).parse_args(argv)
     try:
-        course.select(args.units)
-        if options.get("sandbox"):
-            from autograder.sandbox.zygote import prestart
-
-            pool = prestart(course)  # its torch import overlaps with ours below
-            if pool.warning:  # a mode that hides less than full isolation says so, loudly
-                print(f"attn-course: WARNING: {pool.warning}", file=sys.stderr)
-    except ValueError as error:
-        print(f"attn-course: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as error:
-        print(f"attn-course: grader failure: the sandbox could not start: {error}", file=sys.stderr)
-        return EXIT_GRADER
-    from autograder.grading.grade import GraderError, grade
-
-    try:
-        results = grade(course, folders, units=args.units, **options)
-    except ValueError as error:
-        print(f"attn-course: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except GraderError as error:
-        print(f"attn-course: grader failure: {error}", file=sys.stderr)
-        return EXIT_GRADER
-    finally:
-        if pool is not None:
-            pool.release()
-    _emit(results, args)
-    if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
-        return EXIT_FAIL_UNDER
-    return 0
+        return COMMANDS[args.command](course, args)
+    except tuple(error for error, _, _ in EXIT_CODES) as error:
+        code, prefix = next((c, p) for e, c, p in EXIT_CODES if isinstance(error, e))
+        if code != 1:  # below --fail-under is a result, reported already
+            print(f"{course.brand.command}: {prefix}{error}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

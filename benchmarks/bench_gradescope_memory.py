@@ -4,7 +4,7 @@
 
 Exports the autograder zip into a fake /autograder, hands in solutions/ (all
 five units) and runs ``run_autograder`` as Gradescope does (sandboxed, this
-interpreter as ``ATTN_PYTHON``). Every ``--interval`` seconds (default 0.05)
+interpreter as ``AUTOGRADER_PYTHON``). Every ``--interval`` seconds (default 0.05)
 it sums the PSS of run_autograder and all its descendants, read from
 /proc/<pid>/smaps_rollup (PSS shares each page among the processes mapping
 it, so the sum is what the tree costs the machine). Prints the peak, each
@@ -70,7 +70,7 @@ def main() -> None:
         with zipfile.ZipFile(f"{tmp}/ag.zip") as zf:
             zf.extractall(root / "source")
         shutil.copytree(ROOT / "solutions", root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
-        env = {**os.environ, "ATTN_GRADESCOPE_ROOT": str(root), "ATTN_PYTHON": sys.executable}
+        env = {**os.environ, "AUTOGRADER_GRADESCOPE_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
         start = time.monotonic()
         proc = subprocess.Popen(["bash", str(root / "source" / "run_autograder")], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

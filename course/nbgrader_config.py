@@ -6,6 +6,7 @@
 # default, an sqlite file in this folder.
 import os
 
+from autograder.core.manifest import load_course
 from autograder.nbgrader.pipeline import RestoreCellMetadata
 
 c = get_config()  # noqa: F821 - provided by traitlets
@@ -29,7 +30,7 @@ c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 c.Execute.startup_timeout = 120
 # The lessons' demo cells (plots) are for students; the grader's kernel skips them.
-c.Execute.skip_cells_with_tag = "attn-course-demo"
+c.Execute.skip_cells_with_tag = load_course().brand.demo_tag
 
 # Tamper evidence. Before nbgrader's own checks, restore every nbgrader cell's
 # flags (grade, solution, locked, points, type) from the gradebook, so that a

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.core.protocol import NOT_IMPLEMENTED
+
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 _DEF = re.compile(r"^(\s*)(?:async\s+)?(def|class)\s+(\w+)")
@@ -77,12 +79,12 @@ def make_stub(source: str, origin: str) -> str:
         out += lines[cursor : region.start]
         out += [
             f"{region.indent}# TODO: implement {region.owner} (see its docstring).",
-            f'{region.indent}raise NotImplementedError("{region.owner}: not implemented yet")',
+            f'{region.indent}raise NotImplementedError("{region.owner}: {NOT_IMPLEMENTED}")',
         ]
         cursor = region.end + 1
     out += lines[cursor:]
     header = (
-        f"# Student stub: fill in every TODO. Generated from {origin} by `attn-course build`;\n"
+        f"# Student stub: fill in every TODO. Generated from {origin} by the course's `build`;\n"
         "# instructors edit the solution, never this file.\n"
     )
     return header + "\n".join(out) + "\n"

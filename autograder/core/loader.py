@@ -67,21 +67,52 @@ def safe_str(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _package(prefix: str, path: list[str]) -> str:
+    """A fresh, empty package named ``<prefix>_N`` whose modules are found on ``path``."""
+    package = f"{prefix}_{next(_counter)}"
+    pkg = types.ModuleType(package)
+    pkg.__path__ = path
+    sys.modules[package] = pkg
+    return package
+
+
+def load_stand_ins(course: Course, unit: Unit, *,
+                   trusted: Callable[[types.ModuleType], None] | None = None) -> dict[str, types.ModuleType]:
+    """The trusted stand-ins of ``unit``'s siblings (course.toml ``stand_ins``), each a module of
+    one fresh private package, so the unit's ``from .sibling import ...`` finds them there.
+
+    The only place stand-ins are loaded: the grader, the notebooks and the demos all call this.
+    ``trusted`` is applied to each module as it is made.
+    """
+    return _stand_ins_into(_package("_stand_ins", []), course, unit, trusted)
+
+
+def _stand_ins_into(package: str, course: Course, unit: Unit, trusted) -> dict[str, types.ModuleType]:
+    found = {}
+    for sibling, stand_in in unit.stand_ins.items():
+        found[sibling] = _exec_file(f"{package}.{sibling}", course.root / stand_in)
+        if trusted:
+            trusted(found[sibling])
+    return found
+
+
+def load_folder(course: Course, folder: Path) -> dict[str, types.ModuleType]:
+    """Every unit file present in ``folder``, imported as one private package (the units then
+    import each other as a student's package would); unit name -> module."""
+    package = _package("_folder", [str(folder)])
+    return {u.name: importlib.import_module(f"{package}.{Path(u.file).stem}")
+            for u in course.units.values() if (folder / u.file).is_file()}
+
+
 def load_unit(course: Course, unit: Unit, folder: Path, *, isolate: bool,
               trusted: Callable[[types.ModuleType], None] | None = None) -> types.ModuleType:
     """``trusted`` is applied to each stand-in module before the unit's own code runs."""
     path = folder / unit.file
     if not path.is_file():
         raise LoadError(f"{unit.file} was not found in the submission")
-    package = f"_submission_{next(_counter)}"
-    pkg = types.ModuleType(package)
-    pkg.__path__ = [] if isolate else [str(folder)]
-    sys.modules[package] = pkg
+    package = _package("_submission", [] if isolate else [str(folder)])
     if isolate:
-        for sibling, stand_in in unit.stand_ins.items():
-            module = _exec_file(f"{package}.{sibling}", course.root / stand_in)
-            if trusted:
-                trusted(module)
+        _stand_ins_into(package, course, unit, trusted)
     try:
         return _exec_file(f"{package}.{path.stem}", path)
     except (Exception, SystemExit, KeyboardInterrupt) as error:  # the student's import-time code

@@ -1,4 +1,8 @@
-"""The course manifest (``course/course.toml``): units, files and rules."""
+"""The course manifest (``course.toml``): units, files, paths, names and rules.
+
+Everything the engine knows about a course comes from here. The one path the
+engine itself fixes is where the manifest is found (:data:`MANIFEST`).
+"""
 from __future__ import annotations
 
 import os
@@ -7,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MANIFEST = Path("course") / "course.toml"
+ROOT_ENV = "AUTOGRADER_COURSE_ROOT"
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,16 @@ class Unit:
 
 
 @dataclass(frozen=True)
+class Branding:
+    """The names students and instructors see (course.toml ``[branding]``)."""
+
+    command: str
+    student_package: str
+    metadata_key: str
+    demo_tag: str
+
+
+@dataclass(frozen=True)
 class Course:
     root: Path
     name: str
@@ -29,8 +44,19 @@ class Course:
     assignments: Path
     hidden_tests: Path
     public_tests: Path
-    # Extra `attn-course` commands the course provides: name -> file (relative to root) with main(argv).
+    # None only for the course a sandboxed worker rebuilds, which knows its units and nothing else.
+    lessons: Path | None = None
+    nbgrader_course: Path | None = None
+    api: Path | None = None
+    student_bundle: tuple[str, ...] = ()
+    brand: Branding | None = None
+    # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
     commands: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def nbgrader_source(self) -> Path:
+        """nbgrader's source folder: ``source/`` is nbgrader's own default name under its course folder."""
+        return self.nbgrader_course / "source"
 
     def unit_for_file(self, filename: str) -> Unit | None:
         return next((u for u in self.units.values() if u.file == filename), None)
@@ -46,22 +72,22 @@ class Course:
 
 
 def find_root(start: Path | None = None) -> Path:
-    """The course root: $ATTN_COURSE_ROOT, else the nearest folder above ``start``
+    """The course root: $AUTOGRADER_COURSE_ROOT, else the nearest folder above ``start``
     (default: this package) that holds ``course/course.toml``."""
-    env = os.environ.get("ATTN_COURSE_ROOT")
+    env = os.environ.get(ROOT_ENV)
     if env:
         return Path(env).resolve()
     here = (start or Path(__file__)).resolve()
     for folder in [here, *here.parents]:
         if (folder / MANIFEST).is_file():
             return folder
-    raise FileNotFoundError(f"no {MANIFEST} above {here}; set ATTN_COURSE_ROOT to the course folder")
+    raise FileNotFoundError(f"no {MANIFEST} above {here}; set {ROOT_ENV} to the course folder")
 
 
 def load_course(root: Path | None = None) -> Course:
     root = (root or find_root()).resolve()
     data = tomllib.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    paths = data["course"]
+    paths = data["paths"]
     units = {
         name: Unit(
             name=name,
@@ -74,11 +100,16 @@ def load_course(root: Path | None = None) -> Course:
     }
     return Course(
         root=root,
-        name=paths["name"],
+        name=data["course"]["name"],
         units=units,
         solutions=root / paths["solutions"],
         assignments=root / paths["assignments"],
         hidden_tests=root / paths["hidden_tests"],
         public_tests=root / paths["public_tests"],
+        lessons=root / paths["lessons"],
+        nbgrader_course=root / paths["nbgrader_course"],
+        api=root / paths["api"],
+        student_bundle=tuple(paths["student_bundle"]),
+        brand=Branding(**data["branding"]),
         commands=dict(data.get("commands", {})),
     )

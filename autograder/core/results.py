@@ -1,7 +1,6 @@
 """The one result model every output format is written from."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 
 
@@ -67,9 +66,6 @@ class GradeResult:
                 for name, u in self.units.items()
             },
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict) -> "GradeResult":

@@ -1,95 +1,22 @@
-"""The one interface between a test suite and the code under test.
+"""The in-process subject: serve a submission folder's units from this very process.
 
-A suite never imports student code. It describes what to run as a
-:class:`Call` (plain data: tensors, numbers, strings and :class:`New` object
-recipes) and receives a :class:`Result` (detached tensors, numbers, ``None``).
-Because nothing else crosses, the same suite runs against ``solutions/``,
-``assignments/`` or any submission folder, in this process or in another one.
+The sandbox's workers serve their unit with one of these; ``--no-sandbox``
+grading and the notebook's public tests use it directly.
 """
 from __future__ import annotations
 
 import contextlib
 import signal
 import traceback
-from dataclasses import dataclass, field
+import types
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from autograder.core import loader
 from autograder.core.forbidden import Operators, Traps
 from autograder.core.manifest import Course, Unit
-
-
-@dataclass(frozen=True)
-class New:
-    """A recipe for an object built inside the subject.
-
-    ``target`` is a class of the call's unit ("MultiHeadAttention") or a class
-    of ``torch.nn`` ("torch.nn.RNNCell"); ``state`` is loaded with
-    ``load_state_dict(strict=True)`` after construction.
-    """
-
-    target: str
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    state: dict | None = None
-
-
-@dataclass(frozen=True)
-class Call:
-    """One thing to run: ``target(*args, **kwargs)`` in ``unit``.
-
-    ``target`` is a function name, or a :class:`New` whose object is called
-    (``method`` picks another method than ``__call__``). Tensors are copied to
-    ``device`` first (and made non-contiguous views when ``noncontiguous``);
-    a constructed object is moved with ``.to(device)`` and, if ``dtype`` is
-    given, ``.to(dtype)``. With ``grad_outputs`` (nested like the output,
-    ``None`` where no gradient is sent) the result carries the gradients of
-    every floating-point input tensor and of every parameter of the object.
-    """
-
-    unit: str
-    target: str | New
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    method: str | None = None
-    train: bool = False
-    device: str = "cpu"
-    dtype: torch.dtype | None = None
-    seed: int | None = None
-    grad_outputs: Any = None
-    noncontiguous: bool = False
-    return_state: bool = False
-
-
-@dataclass
-class Result:
-    output: Any
-    arg_grads: tuple = ()  # like ``args``: a tensor's gradient, None elsewhere
-    kwarg_grads: dict = field(default_factory=dict)
-    param_grads: dict = field(default_factory=dict)
-    state: dict | None = None  # the object's state_dict after the call
-    buffers: dict | None = None  # all its buffers, persistent or not
-    mutated: list[str] = field(default_factory=list)  # inputs written in place
-
-
-class StudentError(Exception):
-    """The code under test raised, returned something unusable, or ran too long."""
-
-    def __init__(self, kind: str, message: str, where: str = ""):
-        self.kind, self.message, self.where = kind, message, where
-        super().__init__(self.describe())
-
-    def describe(self) -> str:
-        if self.kind == "NotImplementedError":
-            text = "not implemented yet"
-        elif self.kind in ("Timeout", "BadOutput", "Unavailable", "Crashed"):  # Crashed: the sandbox lost the worker
-            text = self.message
-        else:
-            text = f"your code raised {self.kind}: {self.message}"
-        return f"{text} ({self.where})" if self.where else text
+from autograder.core.protocol import Call, Failure, New, Result, StudentError, leaves_of, map_nested
 
 
 class CallTimeout(BaseException):
@@ -119,21 +46,6 @@ def _where(error: BaseException, folder: Path) -> str:
     return f"{Path(frames[-1].filename).name} line {frames[-1].lineno}" if frames else ""
 
 
-def map_nested(value, leaf):
-    """Apply ``leaf`` to every non-container in a nest of tuples, lists and dicts."""
-    if isinstance(value, (tuple, list)):
-        return type(value)(map_nested(v, leaf) for v in value)
-    if isinstance(value, dict):
-        return {k: map_nested(v, leaf) for k, v in value.items()}
-    return leaf(value)
-
-
-def leaves_of(value) -> list:
-    out = []
-    map_nested(value, out.append)
-    return out
-
-
 _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
 
@@ -144,10 +56,10 @@ def export(value, what: str = "output"):
         if type(x) in (torch.Tensor, torch.nn.Parameter):
             return x.detach().clone()
         if isinstance(x, torch.Tensor):
-            raise StudentError("BadOutput", f"the {what} is a {type(x).__name__}, a tensor subclass; return a plain torch.Tensor")
+            raise StudentError(Failure.BAD_OUTPUT, f"the {what} is a {type(x).__name__}, a tensor subclass; return a plain torch.Tensor")
         if isinstance(x, _PLAIN):
             return x
-        raise StudentError("BadOutput", f"the {what} holds a {type(x).__name__}; expected tensors, numbers or None")
+        raise StudentError(Failure.BAD_OUTPUT, f"the {what} holds a {type(x).__name__}; expected tensors, numbers or None")
 
     return map_nested(value, leaf)
 
@@ -157,6 +69,7 @@ class InProcessSubject:
 
     def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float = 10.0):
         self.course, self.folder, self.isolate, self.timeout = course, Path(folder).resolve(), isolate, timeout
+        self.failure: str | None = None  # nothing here can break apart from the student's code
         self._modules: dict[str, object] = {}
         self._errors: dict[str, str] = {}
         self._traps = {name: Traps(unit.forbidden, self.folder) for name, unit in course.units.items()}
@@ -169,6 +82,13 @@ class InProcessSubject:
     def begin(self, test_id: str) -> None:
         """A new test starts: a time-out in the previous one no longer applies."""
         self._timed_out = None
+
+    def close(self) -> None:
+        """Nothing to release: the units are modules of this process."""
+
+    def provide(self, unit: str, namespace: dict) -> None:
+        """Serve ``unit`` from ``namespace`` (a notebook's own definitions) instead of loading its file."""
+        self._modules[unit] = types.SimpleNamespace(**{k: v for k, v in namespace.items() if isinstance(k, str)})
 
     # -- loading -----------------------------------------------------------
     def status(self, unit: str) -> str | None:
@@ -189,22 +109,13 @@ class InProcessSubject:
         return self._traps[unit].seen | self._operators[unit].seen
 
     # -- running -----------------------------------------------------------
-    def run_many(self, calls: list[Call]) -> list[Result | StudentError]:
-        out = []
-        for call in calls:
-            try:
-                out.append(self.run(call))
-            except StudentError as error:
-                out.append(error)
-        return out
-
     def run(self, call: Call) -> Result:
         problem = self.status(call.unit)
         if problem:
-            raise StudentError("Unavailable", problem)
+            raise StudentError(Failure.UNAVAILABLE, problem)
         if self._timed_out:
             # One time-out per test: hypothesis would otherwise wait again for every example.
-            raise StudentError("Timeout", f"{self._timed_out} earlier in this test")
+            raise StudentError(Failure.TIMEOUT, f"{self._timed_out} earlier in this test")
         module = self._modules[call.unit]
         try:
             # The student's whole call, backward included (a custom autograd.Function runs its code there).
@@ -214,7 +125,7 @@ class InProcessSubject:
             raise
         except CallTimeout as error:
             self._timed_out = str(error)
-            raise StudentError("Timeout", str(error), _where(error, self.folder)) from None
+            raise StudentError(Failure.TIMEOUT, str(error), _where(error, self.folder)) from None
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             raise StudentError(type(error).__name__, loader.safe_str(error), _where(error, self.folder)) from None
 
@@ -284,7 +195,7 @@ class InProcessSubject:
         for out, grad in zip(leaves_of(output), leaves_of(grad_outputs)):
             if isinstance(grad, torch.Tensor):
                 if not (isinstance(out, torch.Tensor) and out.requires_grad):
-                    raise StudentError("BadOutput", "an output carries no gradient: was it detached or made with torch.no_grad()?")
+                    raise StudentError(Failure.BAD_OUTPUT, "an output carries no gradient: was it detached or made with torch.no_grad()?")
                 outs.append(out)
                 grads.append(grad.to(device=device, dtype=out.dtype))
         wrt = list(leaves.values()) + list(params.values())

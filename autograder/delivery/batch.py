@@ -39,11 +39,13 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from autograder.delivery.formats import gradebook_csv, to_markdown
+from autograder.authoring.rubric import rubric
 from autograder.core.manifest import Course
-from autograder.authoring.notebook import rubric
 from autograder.core.results import GradeResult
-from autograder.delivery.submissions import MAX_ZIP_BYTES, SubmissionError, collect, walk
+from autograder.core.uploads import SubmissionError, walk
+from autograder.delivery.atomic import atomic_write
+from autograder.delivery.formats import gradebook_csv, to_markdown
+from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
 
 CHUNK = 5  # students per grader process at most: amortizes its start-up, bounds what a crash can cost
 STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed
@@ -80,13 +82,6 @@ def _digest(path: Path) -> str:
         except OSError:
             sha.update(b"unreadable")
     return sha.hexdigest()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8", suffix=".tmp") as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
 
 
 def discover(submissions: Path) -> tuple[list[Student], list[dict]]:
@@ -131,8 +126,8 @@ def _record(out: Path, student: Student, status: str, result: GradeResult | None
     data = {"student": student.name, "digest": student.digest, "status": status, "final": final,
             "result": result.to_dict() if result else None}
     feedback = to_markdown([result]) if result else f"## {student.name}\n\nNot graded: {status}\n"
-    _atomic_write(out / "students" / f"{student.name}.md", feedback)
-    _atomic_write(out / "students" / f"{student.name}.json", json.dumps(data, indent=2, ensure_ascii=False))
+    atomic_write(out / "students" / f"{student.name}.md", feedback)
+    atomic_write(out / "students" / f"{student.name}.json", json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -168,7 +163,7 @@ class _Runner:
             # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
             proc = subprocess.Popen(command, cwd=self.course.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                    env={**os.environ, "ATTN_COURSE_ROOT": str(self.course.root)})
+                                    env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(self.course.root)})
             self._procs.add(proc)
         try:
             _, err = proc.communicate(timeout=seconds)
@@ -232,7 +227,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     """Grade every student not yet graded; return the summary (also written to ``out``)."""
     students, clashes = discover(submissions)
     for clash in clashes:
-        print(f"attn-course: uploads {', '.join(clash['uploads'])} share the name {clash['name']!r}; "
+        print(f"{course.brand.command}: uploads {', '.join(clash['uploads'])} share the name {clash['name']!r}; "
               f"graded as {', '.join(clash['graded_as'])}", file=sys.stderr)
     todo = [s for s in students if not _done(out, s)]
     runner = _Runner(course, out, units, student_budget)
@@ -262,7 +257,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
                               layout=gradebook, roster=roster)
     if clashes:
         summary["name_clashes"] = clashes
-        _atomic_write(out / "summary.json", json.dumps(summary, indent=2))
+        atomic_write(out / "summary.json", json.dumps(summary, indent=2))
         with open(out / "summary.md", "a", encoding="utf-8") as handle:
             handle.write("\n## Name clashes\n\n" + "".join(
                 f"- {', '.join(c['uploads'])}: graded as {', '.join(c['graded_as'])}\n" for c in clashes))
@@ -282,7 +277,7 @@ def write_gradebook(course: Course, out: Path, students: list[Student], units: l
         totals.append(sum(units_done.get(n, {}).get("score", 0) for n in names))
         for name, unit in units_done.items():
             failures.update((name, t["name"]) for t in unit["tests"] if t["status"] == "failed")
-    _atomic_write(out / "gradebook.csv", gradebook_csv(names, possible, records, layout=layout, roster=roster))
+    atomic_write(out / "gradebook.csv", gradebook_csv(names, possible, records, layout=layout, roster=roster))
     maximum = sum(possible.get(n, 0) for n in names) or 1
     bins = Counter(min(int(10 * t / maximum), 9) for t in totals)
     summary = {
@@ -297,6 +292,6 @@ def write_gradebook(course: Course, out: Path, students: list[Student], units: l
              "| score | students |", "|---|---:|", *(f"| {k} | {v} |" for k, v in summary["distribution"].items()),
              "", "## Most-failed properties", "", "| unit | property | students |", "|---|---|---:|",
              *(f"| {f['unit']} | {f['property']} | {f['students']} |" for f in summary["most_failed"])]
-    _atomic_write(out / "summary.md", "\n".join(lines) + "\n")
-    _atomic_write(out / "summary.json", json.dumps(summary, indent=2))
+    atomic_write(out / "summary.md", "\n".join(lines) + "\n")
+    atomic_write(out / "summary.json", json.dumps(summary, indent=2))
     return summary

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
@@ -27,22 +28,22 @@ STEP_ID = "public-tests"
 
 def isolates(course: Course) -> bool:
     """Whether a Classroom check can grade each unit with the stand-ins in place of
-    its siblings, as ``attn-course grade`` does (so its points are Gradescope's
+    its siblings, as ``grade`` does (so its points are Gradescope's
     visible points): only where the course's stand-in files are present."""
     return all((course.root / path).is_file() for unit in course.units.values() for path in unit.stand_ins.values())
 
 
-def _not_checked(unit: str) -> dict:
-    message = f"{unit} was not checked in this run (0 points): run `attn-course check` without a unit to check it"
+def _not_checked(unit: str, command: str) -> dict:
+    message = f"{unit} was not checked in this run (0 points): run `{command} check` without a unit to check it"
     test = {"name": f"{unit}: not checked", "status": "error", "message": message, "line_no": 0,
             "execution_time": "0ms", "score": 0}
     return {"version": 1, "status": "error", "max_score": 0, "tests": [test]}
 
 
-def payloads(result: GradeResult, units: list[str]) -> dict[str, dict]:
-    """Unit name -> the reporter's result object, for each of ``units`` (a unit
+def payloads(result: GradeResult, course: Course) -> dict[str, dict]:
+    """Unit name -> the reporter's result object, for each unit of the course (a unit
     that was not graded gets 0 points and says so)."""
-    out = {name: _not_checked(name) for name in units}
+    out = {name: _not_checked(name, course.brand.command) for name in course.units}
     for unit in result.units.values():
         tests = [
             {
@@ -61,12 +62,20 @@ def payloads(result: GradeResult, units: list[str]) -> dict[str, dict]:
     return out
 
 
-def github_output(result: GradeResult, units: list[str]) -> str:
+def github_output(result: GradeResult, course: Course) -> str:
     """``name=value`` lines for ``$GITHUB_OUTPUT``: one base64 payload per unit."""
     return "".join(
         f"{unit}={base64.b64encode(json.dumps(payload).encode()).decode()}\n"
-        for unit, payload in payloads(result, units).items()
+        for unit, payload in payloads(result, course).items()
     )
+
+
+def write_workflow(course: Course, repo: Path) -> Path:
+    """Write the workflow into the student repository folder ``repo``; returns its path."""
+    flow = repo / ".github" / "workflows" / "classroom.yml"
+    flow.parent.mkdir(parents=True, exist_ok=True)
+    flow.write_text(workflow(course), encoding="utf-8")
+    return flow
 
 
 def workflow(course: Course) -> str:
@@ -98,7 +107,7 @@ jobs:
           pip install -e .
       - name: Public tests
         id: {STEP_ID}
-        run: attn-course check --format classroom --output "$GITHUB_OUTPUT"
+        run: {course.brand.command} check --format classroom --output "$GITHUB_OUTPUT"
       - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
         env:

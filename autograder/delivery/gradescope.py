@@ -9,9 +9,9 @@ keeps what ``run_autograder`` prints as ``results/stdout``, for instructors:
 the grader prints its log there, each line cut to ``LOG_LINE`` characters.
 
 Environment variables, all optional, for running it elsewhere (the tests do):
-``ATTN_GRADESCOPE_ROOT`` replaces ``/autograder`` in both scripts, and
-``ATTN_PYTHON`` replaces ``$ROOT/venv/bin/python`` in ``run_autograder``;
-``ATTN_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the verdict is
+``AUTOGRADER_GRADESCOPE_ROOT`` replaces ``/autograder`` in both scripts, and
+``AUTOGRADER_PYTHON`` replaces ``$ROOT/venv/bin/python`` in ``run_autograder``;
+``AUTOGRADER_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the verdict is
 then forgeable).
 """
 from __future__ import annotations
@@ -25,8 +25,9 @@ import zipfile
 from pathlib import Path
 
 from autograder.grading.grade import grade
-from autograder.core.manifest import Course, load_course
+from autograder.core.manifest import MANIFEST, Course, load_course
 from autograder.core.results import GradeResult
+from autograder.delivery.atomic import atomic_write
 from autograder.delivery.submissions import SubmissionError, collect
 from autograder.core.versions import requirement
 
@@ -42,7 +43,7 @@ SETUP_SH = """#!/usr/bin/env bash
 # The image's own python3 (3.8 on 20.04, 3.12 on 24.04) only carries uv; the
 # grader runs on CPython {python} from python-build-standalone, installed by uv.
 set -euo pipefail
-ROOT="${{ATTN_GRADESCOPE_ROOT:-/autograder}}"
+ROOT="${{AUTOGRADER_GRADESCOPE_ROOT:-/autograder}}"
 export DEBIAN_FRONTEND=noninteractive UV_PYTHON_INSTALL_DIR="$ROOT/python" UV_NO_CACHE=1
 apt-get update
 apt-get install -y --no-install-recommends python3 python3-venv ca-certificates
@@ -60,9 +61,9 @@ UV_BIN="$ROOT/bootstrap/bin/uv"
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Runs once per submission. The grader writes results.json only after grading
 # finishes; what it prints is Gradescope's results/stdout (the instructor's log).
-ROOT="${ATTN_GRADESCOPE_ROOT:-/autograder}"
+ROOT="${AUTOGRADER_GRADESCOPE_ROOT:-/autograder}"
 cd "$ROOT/source" || exit 1
-exec "${ATTN_PYTHON:-$ROOT/venv/bin/python}" -m autograder.delivery.gradescope
+exec "${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}" -m autograder.delivery.gradescope
 """
 
 LOG_LINE = 300  # characters per log line: student text reaches the log cut to this
@@ -124,13 +125,6 @@ def _failed_submission(message: str, execution_time: float) -> dict:
             "output_format": "text", "stdout_visibility": "hidden", "tests": []}
 
 
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
-
-
 def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> GradeResult | str:
     """Grade what a student uploaded (a folder of unit files, or one zip) and log
     it; the reason, as a string, when nothing in it can be graded."""
@@ -153,7 +147,7 @@ def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> Grade
 
 
 def sandboxed() -> bool:
-    return os.environ.get("ATTN_UNSAFE_NO_SANDBOX") != "1"
+    return os.environ.get("AUTOGRADER_UNSAFE_NO_SANDBOX") != "1"
 
 
 def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
@@ -168,16 +162,17 @@ def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
     return data
 
 
-GRADER_FOLDERS = ["autograder", "course/stand_ins", "tests/hidden", "tests/public"]
-
-
-def grader_files(course: Course) -> list[Path]:
-    """What grading needs, relative to the course root: the engine, the manifest,
-    the stand-ins and both suites; never the reference solutions."""
-    files = [Path("course/course.toml")]
-    for folder in GRADER_FOLDERS:
-        files += [p.relative_to(course.root) for p in sorted((course.root / folder).rglob("*.py"))]
-    return files
+def grader_files(course: Course) -> dict[Path, Path]:
+    """What grading needs, as path in the grader's tree -> file here: the engine (this
+    package, wherever it is installed), and what the manifest names: itself, the
+    stand-ins and both suites; never the reference solutions."""
+    engine = Path(__file__).resolve().parents[1]
+    course_files = {MANIFEST, *(Path(rel) for unit in course.units.values() for rel in unit.stand_ins.values())}
+    course_files |= {p.relative_to(course.root) for folder in (course.hidden_tests, course.public_tests)
+                     for p in folder.rglob("*.py")}
+    files = {rel: course.root / rel for rel in course_files}
+    files |= {p.relative_to(engine.parent): p for p in engine.rglob("*.py")}
+    return dict(sorted(files.items()))
 
 
 def export(course: Course, out: Path) -> Path:
@@ -189,13 +184,13 @@ def export(course: Course, out: Path) -> Path:
             info = zipfile.ZipInfo(script)
             info.external_attr = 0o755 << 16
             zf.writestr(info, text)
-        for path in grader_files(course):
-            zf.write(course.root / path, path.as_posix())
+        for rel, path in grader_files(course).items():
+            zf.write(path, rel.as_posix())
     return out
 
 
 def main() -> int:
-    root = Path(os.environ.get("ATTN_GRADESCOPE_ROOT", "/autograder"))
+    root = Path(os.environ.get("AUTOGRADER_GRADESCOPE_ROOT", "/autograder"))
     run(root, load_course(root / "source"), sandbox=sandboxed())
     return 0
 

@@ -9,8 +9,8 @@ PrairieLearn/PrairieLearn): ``gradable``, ``score`` in 0..1, ``message``,
 ``message``, ``output``. An upload with nothing gradable is ``gradable:
 false`` with ``format_errors``, which costs the student no attempt.
 
-Environment variables, all optional: ``ATTN_PRAIRIELEARN_ROOT`` replaces
-``/grade``; ``ATTN_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the
+Environment variables, all optional: ``AUTOGRADER_PRAIRIELEARN_ROOT`` replaces
+``/grade``; ``AUTOGRADER_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the
 verdict is then forgeable).
 """
 from __future__ import annotations
@@ -22,19 +22,20 @@ import time
 import uuid
 from pathlib import Path
 
-from autograder.delivery.gradescope import atomic_write, grade_upload, grader_files, packages, python_version, sandboxed
+from autograder.delivery.atomic import atomic_write
+from autograder.delivery.gradescope import grade_upload, grader_files, packages, python_version, sandboxed
 from autograder.core.manifest import Course, load_course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
 
 TIMEOUT = 300  # seconds; PrairieLearn's ceiling is 600
-DEFAULT_IMAGE = "attention-course/grader"  # build it from the exported Dockerfile and push it under this name
+IMAGE = "{course}/grader"  # the default image name: build it from the exported Dockerfile and push it under this name
 
 ENTRYPOINT = """#!/usr/bin/env bash
 # PrairieLearn's entrypoint: grade /grade/student, write /grade/results/results.json.
-ROOT="${ATTN_PRAIRIELEARN_ROOT:-/grade}"
+ROOT="${AUTOGRADER_PRAIRIELEARN_ROOT:-/grade}"
 cd "$ROOT/tests" || exit 1
-exec "${ATTN_PYTHON:-python3}" -m autograder.delivery.prairielearn
+exec "${AUTOGRADER_PYTHON:-python3}" -m autograder.delivery.prairielearn
 """
 
 DOCKERFILE = """# The grading image: the grader's own Python, torch (CPU wheel) and hypothesis.
@@ -58,7 +59,7 @@ QUESTION_HTML = """<pl-question-panel>
 def info_json(course: Course, image: str) -> dict:
     return {
         # Stable across exports, so re-exporting updates the same question.
-        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"attention-course:{course.name}")),
+        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"autograder:{course.name}")),
         "title": f"{course.name}: all units",
         "topic": "Autograder",
         "tags": ["code"],
@@ -111,17 +112,18 @@ def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
     return data
 
 
-def export(course: Course, out: Path, image: str = DEFAULT_IMAGE) -> Path:
+def export(course: Course, out: Path, image: str | None = None) -> Path:
     """Write the question folder ``out``: info.json, question.html, the image's
     Dockerfile, and tests/ (the entrypoint and the grader's files)."""
     tests = out / "tests"
     tests.mkdir(parents=True, exist_ok=True)
-    for path in grader_files(course):
-        (tests / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(course.root / path, tests / path)
+    for rel, path in grader_files(course).items():
+        (tests / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, tests / rel)
     entry = tests / "run.sh"
     entry.write_text(ENTRYPOINT, encoding="utf-8")
     entry.chmod(0o755)
+    image = image or IMAGE.format(course=course.name)
     (out / "info.json").write_text(json.dumps(info_json(course, image), indent=2) + "\n", encoding="utf-8")
     files = ", ".join(u.file for u in course.units.values())
     (out / "question.html").write_text(QUESTION_HTML.format(files=files), encoding="utf-8")
@@ -131,7 +133,7 @@ def export(course: Course, out: Path, image: str = DEFAULT_IMAGE) -> Path:
 
 
 def main() -> int:
-    root = Path(os.environ.get("ATTN_PRAIRIELEARN_ROOT", "/grade"))
+    root = Path(os.environ.get("AUTOGRADER_PRAIRIELEARN_ROOT", "/grade"))
     run(root, load_course(root / "tests"), sandbox=sandboxed())
     return 0
 

@@ -9,47 +9,16 @@ stopping a batch.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from autograder.core.manifest import Course
+from autograder.core.uploads import MAX_DEPTH, MAX_ENTRIES, SubmissionError, walk
 
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_ZIP_BYTES = 20 * 1024 * 1024
-MAX_DEPTH = 32  # folders below the upload: far more than any real layout
-MAX_ENTRIES = 10_000  # files and folders seen in one upload
-
-
-class SubmissionError(Exception):
-    """The submission cannot be graded at all; the message is its status."""
-
-
-def walk(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
-    """Every entry below ``folder`` with its ``lstat``, shallowest first, never following links.
-
-    Raises SubmissionError past :data:`MAX_DEPTH` folders or :data:`MAX_ENTRIES` entries.
-    """
-    seen, level = 0, [folder]
-    for depth in range(MAX_DEPTH + 1):
-        below = []
-        for top in level:
-            with os.scandir(top) as entries:
-                for entry in sorted(entries, key=lambda e: e.name):
-                    seen += 1
-                    if seen > MAX_ENTRIES:
-                        raise SubmissionError(f"{folder.name} holds more than {MAX_ENTRIES} files and folders")
-                    info = entry.stat(follow_symlinks=False)
-                    yield Path(entry.path), info
-                    if stat.S_ISDIR(info.st_mode):
-                        below.append(Path(entry.path))
-        if not below:
-            return
-        level = below
-    raise SubmissionError(f"{folder.name} is nested more than {MAX_DEPTH} folders deep")
 
 
 def _unzip(archive: Path, dest: Path, wanted: set[str]) -> None:

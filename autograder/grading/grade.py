@@ -10,15 +10,13 @@ import pytest
 import torch
 
 from autograder.core.manifest import Course
+from autograder.grading.errors import GraderError
 from autograder.core.plugin import GradingPlugin
 from autograder.core.results import GradeResult
+from autograder.core.protocol import Subject
 from autograder.core.subject import InProcessSubject
 
 SUITES = ("public", "hidden")
-
-
-class GraderError(Exception):
-    """The grader itself failed (not the submission): exit code 3."""
 
 
 def grade(
@@ -41,19 +39,17 @@ def grade(
     """
     selected = [u.name for u in course.select(units)]
     torch.set_num_threads(1)  # the trusted side's oracles too: one reduction order on every machine
-    subjects = {}
+    subjects: dict[str, Subject] = {}
     try:
         for i, folder in enumerate(folders):
             subjects[f"submission{i}"] = _subject(course, Path(folder), sandbox=sandbox, isolate=isolate, timeout=timeout)
         return _run(course, subjects, selected, suites, seed)
     finally:
         for subject in subjects.values():
-            close = getattr(subject, "close", None)
-            if close:
-                close()
+            subject.close()
 
 
-def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, timeout: float):
+def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, timeout: float) -> Subject:
     if not sandbox:
         return InProcessSubject(course, folder, isolate=isolate, timeout=timeout)
     from autograder.sandbox.host import SandboxError, SandboxSubject
@@ -81,7 +77,7 @@ def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str,
         code = pytest.main(args, plugins=[plugin])
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         raise GraderError(f"the test suite could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}")
-    broken = [s.failure for s in subjects.values() if getattr(s, "failure", None)]
+    broken = [s.failure for s in subjects.values() if s.failure]
     if broken:
         # The sandbox failed, not the submission: no grade rather than a wrong one.
         raise GraderError(f"the sandbox failed: {broken[0]}")

@@ -7,14 +7,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autograder.core.protocol import NOT_IMPLEMENTED
 from autograder.core.results import GradeResult, UnitResult
 
 
 def _points(score: float, max_score: float) -> str:
     return f"{score:g}/{max_score:g}"
-
-
-NOT_IMPLEMENTED = "not implemented yet"
 
 
 def _summary(unit: UnitResult) -> str | None:

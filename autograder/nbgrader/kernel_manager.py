@@ -90,7 +90,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         limits = ["prlimit", *LIMITS, "--"]
         path = bwrap() if isolation_mode() == "full" else None  # the grader's own probe of what bwrap can do here
         if path is None:
-            print("attn-course: WARNING: bubblewrap cannot start here; the notebook kernel runs without a "
+            print("WARNING: bubblewrap cannot start here; the notebook kernel runs without a "
                   "sandbox and can read the course folder", file=sys.stderr)
             return limits + self._own_uid() + kernel
         if os.geteuid() == 0:
@@ -125,7 +125,7 @@ class SandboxedKernelManager(AsyncKernelManager):
             "--bind", str(self._private), str(self._private),  # the kernel's connection file and sockets
             "--size", SMALL_TMPFS, "--perms", "1777", "--tmpfs", cwd,
             "--chdir", cwd,
-            "--setenv", "HOME", cwd, "--setenv", "ATTN_COURSE_ROOT", str(course.root),
+            "--setenv", "HOME", cwd, "--setenv", "AUTOGRADER_COURSE_ROOT", str(course.root),
             "--setenv", "MPLCONFIGDIR", "/tmp",
             # ipykernel exits when its parent's pid changes; in its own PID namespace the host's
             # pid means nothing (bwrap's --die-with-parent ties its life to nbgrader's instead).

@@ -1,4 +1,4 @@
-"""``attn-course nbgrader``: grade a class with the real nbgrader, scored by the CLI.
+"""``<command> nbgrader``: grade a class with the real nbgrader, scored by the CLI.
 
 The course directory is ``course/`` (``nbgrader_config.py``, ``source/``);
 nbgrader writes ``release/``, ``submitted/``, ``autograded/``, ``feedback/``
@@ -25,7 +25,7 @@ lambda *a, **k: True``). So the kernel's verdict never counts: before any
 kernel runs, each submitted notebook's answer cells are read (by nbgrader
 ``grade_id``, from the JSON, never from what a kernel printed), put between
 the instructor's read-only parts into the unit's ``.py`` file, and graded by
-``attn-course grade`` in a separate process (sandboxed by the CLI), while
+the CLI's ``grade`` in a separate process (sandboxed by the CLI), while
 nbgrader's kernels run on the other core. After autograde, the score of every
 grade cell in nbgrader's gradebook is the CLI's: a visible test cell gets its
 public test's points, the hidden-test cell the sum of the hidden properties'.
@@ -58,7 +58,8 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograder.authoring import notebook as notebooks
+from autograder.authoring import notebook
+from autograder.nbgrader import extract, rescore
 from autograder.core.manifest import Course, load_course
 
 CONFIG = "nbgrader_config.py"
@@ -142,7 +143,7 @@ def run_nbgrader(course_dir: Path, *args: str, trusted: bool = False, per_studen
     use_environment_tools()
     env = dict(os.environ)
     if trusted:
-        env[notebooks.TRUSTED_ENV] = "1"
+        env[rescore.TRUSTED_ENV] = "1"
     command = [sys.executable, "-m", "nbgrader", *args]
     proc = subprocess.run(command, cwd=str(course_dir), env=env, capture_output=True, text=True)
     failed = re.findall(r"There was an error processing assignment '([^']*)' for student '([^']*)'", proc.stdout + proc.stderr)
@@ -177,10 +178,10 @@ def students(course_dir: Path, unit: str) -> list[str]:
 # -- steps ------------------------------------------------------------------------------
 
 def step_generate(course: Course, course_dir: Path, units: list[str]) -> None:
-    if course_dir.resolve() == (course.root / "course").resolve():
-        old = notebooks.stale(course)
+    if course_dir.resolve() == course.nbgrader_course.resolve():
+        old = notebook.stale(course)
         if old:
-            raise PipelineError(f"stale notebooks ({', '.join(old)}): run `attn-course build` first")
+            raise PipelineError(f"stale notebooks ({', '.join(old)}): run `{course.brand.command} build` first")
     for pattern in patterns(course_dir, units):
         run_nbgrader(course_dir, "generate_assignment", pattern, "--force")
     print(f"released {', '.join(units)} in {course_dir / 'release'}")
@@ -213,12 +214,12 @@ def _timestamp(notebook: Path) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-def extract(course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
+def extract_files(course: Course, course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
     """(layouts, {student: {unit: file text}}) from the source and submitted
     notebooks, read as JSON before any kernel runs."""
     layouts = {}
     for unit in units:
-        layout = notebooks.read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")
+        layout = extract.read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")
         if layout is None:
             raise PipelineError(f"source/{unit}/{unit}.ipynb is missing or unreadable")
         layouts[unit] = layout
@@ -226,17 +227,17 @@ def extract(course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[s
     for unit in units:
         for student in students(course_dir, unit):
             path = course_dir / "submitted" / student / unit / f"{unit}.ipynb"
-            submitted = notebooks.read_notebook(path)
+            submitted = extract.read_notebook(path)
             # An unreadable notebook grades as the untouched stubs (nbgrader cannot run it either).
-            files.setdefault(student, {})[unit] = notebooks.module_source(layouts[unit], submitted)
+            files.setdefault(student, {})[unit] = extract.module_source(layouts[unit], submitted, course.brand.metadata_key)
     return layouts, files
 
 
-def _grade_cells(layout: dict) -> dict[str, list[str]]:
+def _grade_cells(layout: dict, key: str) -> dict[str, list[str]]:
     """grade_id -> the CLI test ids it stands for."""
     cells = {}
     for cell in layout["cells"]:
-        part = cell.get("metadata", {}).get(notebooks.META, {})
+        part = cell.get("metadata", {}).get(key, {})
         if part.get("part") == "test":
             cells[cell["metadata"]["nbgrader"]["grade_id"]] = list(part["tests"])
     return cells
@@ -256,7 +257,7 @@ def _snapshot(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple, tuple]:
     return saved
 
 
-def rescore(db_url: str, layouts: dict[str, dict], results: dict[str, dict], saved: dict) -> dict[tuple, float]:
+def write_points(db_url: str, layouts: dict[str, dict], results: dict[str, dict], saved: dict, key: str) -> dict[tuple, float]:
     """Write the CLI's points into every grade cell; returns {(student, unit): score}."""
     totals = {}
     with Gradebook(db_url) as gb:
@@ -264,15 +265,15 @@ def rescore(db_url: str, layouts: dict[str, dict], results: dict[str, dict], sav
             for unit, layout in layouts.items():
                 if unit not in result["units"]:
                     continue
-                scores = notebooks.test_scores(result, unit)
-                for gid, test_ids in _grade_cells(layout).items():
+                scores = rescore.test_scores(result, unit)
+                for gid, test_ids in _grade_cells(layout, key).items():
                     records = [scores[t] for t in test_ids if t in scores]
                     expected = next(c for c in layout["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid)
                     max_score = float(expected["metadata"]["nbgrader"]["points"])
                     graded_max = sum(r["max_score"] for r in records)
                     if records and abs(graded_max - max_score) > 1e-9:
                         raise PipelineError(f"{unit} cell {gid} is worth {max_score:g} in the notebook but "
-                                            f"{graded_max:g} in the CLI rubric: run `attn-course build`")
+                                            f"{graded_max:g} in the CLI rubric: run the CLI's build")
                     score = float(sum(r["score"] for r in records))
                     cell = gb.find_grade_cell(gid, unit, unit)
                     cell.max_score = max_score  # as generated, whatever a kernel wrote into the database
@@ -293,7 +294,7 @@ def _stream(text: str):
     return nbformat.v4.new_output("stream", name="stdout", text=text.rstrip("\n") + "\n")
 
 
-def trusted_outputs(course_dir: Path, layouts: dict, results: dict) -> None:
+def trusted_outputs(course_dir: Path, layouts: dict, results: dict, key: str) -> None:
     """Replace every output of the autograded notebooks: a test cell shows the
     trusted report, any other cell nothing (its kernel could read the course)."""
     for student, result in results.items():
@@ -302,25 +303,25 @@ def trusted_outputs(course_dir: Path, layouts: dict, results: dict) -> None:
             if not path.is_file() or unit not in result["units"]:
                 continue
             nb = nbformat.read(str(path), as_version=4)
-            cells = _grade_cells(layout)
+            cells = _grade_cells(layout, key)
             for cell in nb.cells:
                 gid = cell.metadata.get("nbgrader", {}).get("grade_id")
                 if cell.cell_type == "code":
                     if gid in cells:
-                        hidden = gid == notebooks.grade_id(unit, "hidden")
-                        text = (notebooks.hidden_report(result, unit)[0] if hidden
-                                else notebooks.visible_report(result, unit, cells[gid][0]))
+                        hidden = gid == notebook.grade_id(unit, "hidden")
+                        text = (rescore.hidden_report(result, unit)[0] if hidden
+                                else rescore.visible_report(result, unit, cells[gid][0]))
                         cell.outputs = [_stream(text)]
                     else:
                         cell.outputs = []
                 if gid not in cells:  # a student's copy of the markers would crash ClearHiddenTests
-                    cell.source = cell.source.replace(notebooks.HIDDEN_BEGIN, "### (marker removed)") \
-                                             .replace(notebooks.HIDDEN_END, "### (marker removed)")
+                    cell.source = cell.source.replace(notebook.HIDDEN_BEGIN, "### (marker removed)") \
+                                             .replace(notebook.HIDDEN_END, "### (marker removed)")
             nbformat.write(nb, str(path))
 
 
 class TrustedGrading:
-    """``attn-course grade`` of the extracted files, one process per unit (all
+    """The CLI's ``grade`` of the extracted files, one process per unit (all
     students together), run from a background thread: one at a time while
     nbgrader's kernels hold a core, two at a time once they are done."""
 
@@ -340,7 +341,7 @@ class TrustedGrading:
                 while pending and len(running) < self.slots:
                     unit = pending.pop(0)
                     sources = {s: {unit: f[unit]} for s, f in self.files.items() if unit in f}
-                    running.append((unit, notebooks.grade_sources(self.course, sources, [unit], background=True)))
+                    running.append((unit, rescore.grade_sources(self.course, sources, [unit], background=True)))
             done = [job for job in running if job[1].poll() is not None]
             if not done:
                 time.sleep(0.1)
@@ -368,7 +369,7 @@ class TrustedGrading:
 def step_autograde(course: Course, course_dir: Path, units: list[str], *, cell_timeout: float | None = None) -> dict:
     """nbgrader autograde with the trusted re-scoring; returns timings and scores."""
     db_url = "sqlite:///" + str(course_dir / "gradebook.db")
-    layouts, files = extract(course_dir, units)
+    layouts, files = extract_files(course, course_dir, units)
     if not files:
         print("nothing to autograde: submitted/ is empty")
         return {"scores": {}}
@@ -384,8 +385,9 @@ def step_autograde(course: Course, course_dir: Path, units: list[str], *, cell_t
     graded = trusted.wait()
     trusted_done = time.perf_counter() - started
     results = {student: {"units": {u: graded[student]["units"][u] for u in us}} for student, us in files.items()}
-    scores = rescore(db_url, layouts, results, saved)
-    trusted_outputs(course_dir, layouts, results)
+    key = course.brand.metadata_key
+    scores = write_points(db_url, layouts, results, saved, key)
+    trusted_outputs(course_dir, layouts, results, key)
     n_notebooks = sum(len(us) for us in files.values())
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"autograded {n_notebooks} notebooks of {len(files)} students in {time.perf_counter() - started:.1f} s "
@@ -445,16 +447,16 @@ def add_status(course_dir: Path, csv_path: Path) -> None:
 
 # -- command line -------------------------------------------------------------------------
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attn-course nbgrader", description=__doc__.splitlines()[0])
-    parser.add_argument("--course", type=Path, help="the nbgrader course directory (default: course/)")
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--course", type=Path, help="the nbgrader course directory (default: the manifest's nbgrader_course)")
     parser.add_argument("--unit", action="append", dest="units", metavar="UNIT", help="only this unit (repeatable)")
     sub = parser.add_subparsers(dest="step", required=True)
-    build = sub.add_parser("build", help="regenerate course/source/ from solutions/ and the lessons")
+    build = sub.add_parser("build", help="regenerate the source notebooks from the solutions and the lessons")
     build.add_argument("--check", action="store_true", help="only report stale notebooks (exit 1 if any)")
     sub.add_parser("generate", help="nbgrader generate_assignment for every unit")
     sub.add_parser("collect", help="copy INBOX/<student>/**/<unit>.ipynb into submitted/").add_argument("inbox", type=Path)
-    auto = sub.add_parser("autograde", help="nbgrader autograde, scored by attn-course grade")
+    auto = sub.add_parser("autograde", help="nbgrader autograde, scored by the grade command")
     sub.add_parser("feedback", help="nbgrader generate_feedback")
     export = sub.add_parser("export", help="nbgrader export to CSV")
     every = sub.add_parser("all", help="generate, collect INBOX, autograde, feedback, export")
@@ -467,21 +469,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    use_environment_tools()
     course = load_course()
-    course_dir = (args.course or course.root / "course").resolve()
+    prog = f"{course.brand.command} nbgrader"
+    args = _parser(prog).parse_args(argv)
+    use_environment_tools()
+    course_dir = (args.course or course.nbgrader_course).resolve()
     try:
         if args.step == "build":
             if args.check:
-                old = notebooks.stale(course)
+                old = notebook.stale(course)
                 print("stale: " + ", ".join(old) if old else "all notebooks are current")
                 return 1 if old else 0
-            for path in notebooks.build(course):
+            for path in notebook.build(course):
                 print(f"wrote {path.relative_to(course.root)}")
             return 0
         if not (course_dir / CONFIG).is_file():
-            print(f"attn-course nbgrader: no {CONFIG} in {course_dir}", file=sys.stderr)
+            print(f"{prog}: no {CONFIG} in {course_dir}", file=sys.stderr)
             return 2
         course.select(args.units)
         if args.step in ("generate", "all"):
@@ -489,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         units = assignments(course, course_dir, args.units)
         if args.step in ("collect", "all"):
             if not args.inbox.is_dir():
-                print(f"attn-course nbgrader: no such folder: {args.inbox}", file=sys.stderr)
+                print(f"{prog}: no such folder: {args.inbox}", file=sys.stderr)
                 return 2
             step_collect(course, course_dir, units, args.inbox)
         if args.step in ("autograde", "all"):
@@ -499,10 +502,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("export", "all"):
             step_export(course_dir, args.output)
     except ValueError as error:
-        print(f"attn-course nbgrader: {error}", file=sys.stderr)
+        print(f"{prog}: {error}", file=sys.stderr)
         return 2
     except PipelineError as error:
-        print(f"attn-course nbgrader: {error}", file=sys.stderr)
+        print(f"{prog}: {error}", file=sys.stderr)
         return 3
     return 0
 

@@ -33,14 +33,13 @@ import time
 from pathlib import Path
 
 from autograder.core import redact
-from autograder.sandbox.inside import transport
 from autograder.core.manifest import Course
-from autograder.core.subject import Call, Result, StudentError
-from autograder.delivery.submissions import SubmissionError, walk
-from autograder.sandbox.zygote import INSIDE, _limits
-from autograder.sandbox.zygote import (  # noqa: F401 - re-exported for callers and tests
-    STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, SandboxError, _Pool, _UidLease, _wait_readable, isolation_mode, kill_uid,
-    mode_warning, processes_of,
+from autograder.core.protocol import Call, Failure, Result, StudentError
+from autograder.core.uploads import SubmissionError, walk
+from autograder.sandbox.inside import transport
+from autograder.sandbox.inside.limits import rlimits
+from autograder.sandbox.zygote import (
+    INSIDE, STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, SandboxError, UidLease, Pool, wait_readable, kill_uid,
 )
 
 CRASHES_PER_TEST = 2  # worker losses in one test before its further calls fail at once
@@ -128,13 +127,12 @@ class SandboxSubject:
         # The worker interrupts a call itself at ``timeout``; past this grace it is killed.
         self.grace = min(2.0, max(0.5, timeout / 4))
         self.captured: dict[str | None, bytes] = {}  # test id -> the first 64 KiB it printed (never graded)
-        self.restarts = 0
         self.failure: str | None = None  # set when the sandbox itself broke (a grader failure)
         self._statuses: dict[str, str | None] = {}
         self._seen: dict[str, set[str]] = {name: set() for name in course.units}
         self._test: str | None = None
         self._printed = 0
-        self._doomed: str | None = None  # why every further call in this test fails at once
+        self._doomed: tuple[Failure, str] | None = None  # why every further call in this test fails at once
         self._crashes = 0
         self._used_test = 0.0
         self._used_unit: dict[str, float] = {name: 0.0 for name in course.units}
@@ -144,10 +142,10 @@ class SandboxSubject:
         self._unit_dir: Path | None = None
         self._reader = transport.FrameReader()
         self._redactor = redact.for_course(course)  # no stand-in text reaches a report
-        self._pool = _Pool.acquire(course)
+        self._pool = Pool.acquire(course)
         self.mode = self._pool.mode
         self.warning = self._pool.warning  # what a report should say when the mode hides less
-        self._lease = _UidLease() if os.geteuid() == 0 and self.mode != "plain" else None
+        self._lease = UidLease() if os.geteuid() == 0 and self.mode != "plain" else None
         self.uid = self._lease.uid if self._lease else None
         self._box = self._pool.priv / "subs" / f"box-{id(self):x}"
         USED_FOLDERS.append(str(self._pool.priv))
@@ -181,44 +179,30 @@ class SandboxSubject:
         return set(self._seen[unit])
 
     def run(self, call: Call) -> Result:
-        out = self.run_many([call])[0]
+        try:
+            out = self._run(call)
+        except SandboxError as error:
+            self.failure = self.failure or str(error)
+            raise
         if isinstance(out, StudentError):
             raise out
         return out
 
-    def run_many(self, calls: list[Call]) -> list[Result | StudentError]:
+    def _run(self, call: Call) -> Result | StudentError:
+        problem = self.status(call.unit)
+        if problem:
+            return StudentError(Failure.UNAVAILABLE, problem)
+        exhausted = self._exhausted(call.unit)
+        if exhausted:
+            return StudentError(Failure.TIMEOUT, exhausted)
+        if self._doomed:
+            kind, reason = self._doomed
+            return StudentError(kind, f"{reason} earlier in this test")
+        started = time.monotonic()
         try:
-            return self._run_many(calls)
-        except SandboxError as error:
-            self.failure = self.failure or str(error)
-            raise
-
-    def _run_many(self, calls: list[Call]) -> list[Result | StudentError]:
-        out: list = [None] * len(calls)
-        pending = []
-        for i, call in enumerate(calls):
-            problem = self.status(call.unit)
-            if problem:
-                out[i] = StudentError("Unavailable", problem)
-            else:
-                pending.append(i)
-        while pending:
-            unit = calls[pending[0]].unit
-            exhausted = self._exhausted(unit)
-            if exhausted or self._doomed:
-                for i in pending:
-                    out[i] = (StudentError("Timeout", exhausted) if exhausted else
-                              StudentError("Timeout" if "timed out" in self._doomed else "Crashed", f"{self._doomed} earlier in this test"))
-                break
-            # One unit per round trip: each unit has its own worker.
-            same = [i for i in pending if calls[i].unit == unit]
-            started = time.monotonic()
-            try:
-                done = self._exchange([calls[i] for i in same], out, same)
-            finally:
-                self._spend(unit, time.monotonic() - started)
-            pending = [i for i in pending if i not in same[:done]]
-        return out
+            return self._exchange(call)
+        finally:
+            self._spend(call.unit, time.monotonic() - started)
 
     # -- budgets -------------------------------------------------------------------
     def _left(self, unit: str) -> float:
@@ -282,7 +266,7 @@ class SandboxSubject:
             box = pool.inside(self._box)
             spawn = {"unit": unit, "box": str(INSIDE / "box") if pool.mode == "full" else box, "source": box,
                      "unit_dir": pool.inside(self._unit_dir), "uid": self.uid, "isolate": self.isolate,
-                     "timeout": self.timeout, "limits": _limits(self.cpu_limit, self.uid is not None)}
+                     "timeout": self.timeout, "limits": rlimits(self.cpu_limit, self.uid is not None)}
             try:
                 self._worker = pool.spawn(self, spawn, cgroup_fds)
             finally:
@@ -394,7 +378,7 @@ class SandboxSubject:
                 raise _Lost(budget or f"timed out after {self.timeout:g} s", timed_out=True)
             if eof_at is not None and now - eof_at > 3.0:
                 raise _Lost("the worker closed its reply pipe")
-            ready = _wait_readable([rep_r, out_r, self._pool.sock], min(deadline - now, 0.25 if eof_at else deadline - now))
+            ready = wait_readable([rep_r, out_r, self._pool.sock], min(deadline - now, 0.25 if eof_at else deadline - now))
             if out_r in ready:
                 self._drain_output(out_r)
             if self._pool.sock in ready:
@@ -432,7 +416,6 @@ class SandboxSubject:
             header, _ = self._receive(*self._wait_limit(unit))
         except _Lost as lost:
             self._stop()
-            self.restarts += 1
             if lost.timed_out and lost.reason.startswith("time budget"):
                 return f"importing {filename}: {lost.reason}"
             if lost.timed_out:
@@ -447,40 +430,33 @@ class SandboxSubject:
         self._note_seen(unit, header)
         return self._redactor.clean(problem, 2000) if problem else None
 
-    def _exchange(self, batch: list[Call], out: list, where: list[int]) -> int:
-        """Run ``batch`` in one round trip; fills ``out`` and returns how many calls got an answer."""
-        unit, started = batch[0].unit, time.monotonic()
-        for n, call in enumerate(batch):
-            try:
-                if n == 0:
-                    self._send(unit, {"op": "run"}, {"calls": [transport.call_values(c) for c in batch]})
-                header, values = self._receive(*self._wait_limit(unit, time.monotonic() - started))
-                if header.get("op") != "result":
-                    raise _Lost("the worker sent a malformed reply")
-                self._note_seen(call.unit, header)
-                if header.get("ok") is True:
-                    out[where[n]] = transport.result_from(values)
-                else:
-                    out[where[n]] = transport.error_from(header, self._redactor)
-            except transport.ProtocolError as error:
-                self._stop()
-                self.restarts += 1
-                self._crashes += 1
-                if self._crashes >= CRASHES_PER_TEST:
-                    self._doomed = "the worker sent a malformed reply"
-                out[where[n]] = StudentError("BadOutput", f"the worker sent a malformed reply ({error})")
-                return n + 1
-            except _Lost as lost:
-                self._stop()
-                self.restarts += 1
-                self._crashes += 1
-                if lost.timed_out or lost.flood or self._crashes >= CRASHES_PER_TEST:
-                    self._doomed = lost.reason
-                kind = "Timeout" if lost.timed_out else "Crashed"
-                reason = lost.reason if lost.timed_out or lost.flood else f"{lost.reason} during the call"
-                out[where[n]] = StudentError(kind, reason)
-                return n + 1
-        return len(batch)
+    def _exchange(self, call: Call) -> Result | StudentError:
+        """Run ``call`` in one round trip."""
+        unit = call.unit
+        try:
+            self._send(unit, {"op": "run"}, {"call": transport.call_values(call)})
+            header, values = self._receive(*self._wait_limit(unit))
+            if header.get("op") != "result":
+                raise _Lost("the worker sent a malformed reply")
+            self._note_seen(unit, header)
+            if header.get("ok") is True:
+                return transport.result_from(values)
+            return transport.error_from(header, self._redactor)
+        except transport.ProtocolError as error:
+            self._lose(_Lost("the worker sent a malformed reply"))
+            return StudentError(Failure.BAD_OUTPUT, f"the worker sent a malformed reply ({error})")
+        except _Lost as lost:
+            self._lose(lost)
+            kind = Failure.TIMEOUT if lost.timed_out else Failure.CRASHED
+            return StudentError(kind, lost.reason if lost.timed_out or lost.flood else f"{lost.reason} during the call")
+
+    def _lose(self, lost: "_Lost") -> None:
+        """The worker is gone: past :data:`CRASHES_PER_TEST` losses, or a time-out or a flood,
+        every further call of this test fails at once, with the same kind."""
+        self._stop()
+        self._crashes += 1
+        if lost.timed_out or lost.flood or self._crashes >= CRASHES_PER_TEST:
+            self._doomed = (Failure.TIMEOUT if lost.timed_out else Failure.CRASHED, lost.reason)
 
     # -- the end ----------------------------------------------------------------------
     def close(self) -> None:

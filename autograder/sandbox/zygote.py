@@ -31,12 +31,13 @@ import weakref
 from pathlib import Path
 
 from autograder.core.manifest import Course
+from autograder.sandbox.inside.procs import live_processes
 
 # What a worker imports, copied whole into the box: nothing else of the engine (no grading,
 # no delivery, no course data) is there. tests/project/test_layers.py checks the worker needs no more.
 BOXED = ("core", "sandbox/inside")
 UID_MIN, UID_MAX = 3_100_000, 3_200_000  # dedicated worker uids (root only); no passwd entry needed
-UID_LOCKS = Path(tempfile.gettempdir()) / "attn-sandbox-uids"
+UID_LOCKS = Path(tempfile.gettempdir()) / "autograder-sandbox-uids"
 STARTUP = 120.0  # seconds for the zygote to import torch (slow on a loaded machine)
 
 
@@ -47,23 +48,6 @@ USED_FOLDERS: list[str] = []
 
 class SandboxError(Exception):
     """The sandbox itself failed (never the submission's fault)."""
-
-
-def _limits(cpu_seconds: int, own_uid: bool) -> dict[str, int]:
-    limits = {
-        "RLIMIT_CPU": cpu_seconds,
-        "RLIMIT_FSIZE": 64 << 20,
-        "RLIMIT_NOFILE": 256,
-        "RLIMIT_CORE": 0,
-    }
-    if own_uid:
-        limits["RLIMIT_NPROC"] = 128  # counted per uid, threads included: only meaningful for a dedicated one
-    # CUDA reserves a huge virtual address space: an address-space cap would break it.
-    import torch
-
-    if not torch.cuda.is_available():
-        limits["RLIMIT_AS"] = 4 << 30
-    return limits
 
 
 # -- platform ------------------------------------------------------------------------
@@ -224,19 +208,7 @@ def _own_cgroups() -> dict[str, str]:
 
 def processes_of(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-        if int(fields.get("Uid", "-1 0").split()[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
-            found.append(int(entry))
-    return found
+    return [p.pid for p in live_processes() if p.uid == uid]
 
 
 def kill_uid(uid: int, wait: float = 3.0) -> bool:
@@ -256,7 +228,7 @@ def kill_uid(uid: int, wait: float = 3.0) -> bool:
         time.sleep(0.005)
 
 
-class _UidLease:
+class UidLease:
     """A worker uid no other grader on this machine uses while we hold its lock."""
 
     def __init__(self):
@@ -389,7 +361,7 @@ TMP_BYTES = 64 << 20  # the zygote's /tmp (each worker gets its own, as big)
 
 # -- the zygote ------------------------------------------------------------------------
 
-class _Pool:
+class Pool:
     """One zygote, shared by every SandboxSubject of a grading run.
 
     It keeps at most one worker alive: before a worker starts for another
@@ -397,16 +369,16 @@ class _Pool:
     started, so nothing of one submission runs while the next is graded.
     """
 
-    _shared: dict[str, "_Pool"] = {}
+    _shared: dict[str, "Pool"] = {}
     _lock = threading.Lock()
 
     @classmethod
-    def acquire(cls, course: Course) -> "_Pool":
+    def acquire(cls, course: Course) -> "Pool":
         with cls._lock:
             key = str(course.root)
             pool = cls._shared.get(key)
             if pool is None or pool.closed:
-                pool = cls._shared[key] = _Pool(course)
+                pool = cls._shared[key] = Pool(course)
             pool.users += 1
             return pool
 
@@ -450,7 +422,7 @@ class _Pool:
             "site_dirs": site_dirs,
             "namespaces": full,
             "socket_fd": child.fileno(),
-            "course": course.name,
+            "course_name": course.name,
             "units": [{"name": u.name, "title": u.title, "file": u.file, "forbidden": list(u.forbidden),
                        "stand_ins": u.stand_ins} for u in course.units.values()],
             "uid_min": UID_MIN,
@@ -476,15 +448,16 @@ class _Pool:
         self.sock.setblocking(False)
         self._buffer = b""
         self.exits: dict[int, int] = {}  # worker id -> wait status
-        self.spawned: set[int] = set()
         self.ready = False
         self._ids = 0
-        self._finalizer = weakref.finalize(self, _Pool._shutdown, self.proc, self.sock, self.log, self.priv, self._owner)
+        self._finalizer = weakref.finalize(self, Pool._shutdown, self.proc, self.sock, self.log, self.priv, self._owner)
 
     def _lock_course_tree(self) -> None:
         """Without namespaces, the answers are hidden by mode alone: 0700, root's."""
         tests = self.course.hidden_tests.parent if self.course.hidden_tests.parent != self.course.root else self.course.hidden_tests
-        for folder in (self.course.solutions, tests, self.course.root / "course"):
+        stand_ins = {(self.course.root / rel).parent for unit in self.course.units.values() for rel in unit.stand_ins.values()}
+        # The nbgrader course folder holds the source notebooks, answers included.
+        for folder in (self.course.solutions, tests, self.course.nbgrader_course, *sorted(stand_ins)):
             try:
                 if folder.is_dir() and folder.stat().st_uid == 0:
                     os.chmod(folder, 0o700)
@@ -518,8 +491,6 @@ class _Pool:
                 self.ready = True
             elif event == "exit":
                 self.exits[message["id"]] = message["status"]
-            elif event == "spawned":
-                self.spawned.add(message["id"])
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP
@@ -530,7 +501,7 @@ class _Pool:
                     raise SandboxError(f"the sandbox could not start: {self._log_tail()}")
             if time.monotonic() > deadline:
                 raise SandboxError(f"the sandbox did not start within {STARTUP:g} s")
-            _wait_readable([self.sock], 0.5)
+            wait_readable([self.sock], 0.5)
             self.pump()
 
     def _log_tail(self) -> str:
@@ -575,7 +546,7 @@ class _Pool:
             self.sock.setblocking(False)
         deadline = time.monotonic() + wait
         while wid not in self.exits and time.monotonic() < deadline:
-            _wait_readable([self.sock], deadline - time.monotonic())
+            wait_readable([self.sock], deadline - time.monotonic())
             self.pump()
 
     def close(self) -> None:
@@ -599,7 +570,7 @@ class _Pool:
         os.close(owner)
 
 
-PREFIX = "attn-sandbox-"
+PREFIX = "autograder-sandbox-"
 
 
 def _remove_stale() -> None:
@@ -644,7 +615,7 @@ def _scrubbed_env() -> dict[str, str]:
     return env
 
 
-def _wait_readable(fds, timeout: float) -> list:
+def wait_readable(fds, timeout: float) -> list:
     import select
 
     try:
@@ -655,7 +626,7 @@ def _wait_readable(fds, timeout: float) -> list:
 
 
 
-def prestart(course: Course) -> _Pool:
+def prestart(course: Course) -> Pool:
     """Start the zygote now (it imports torch while the caller does its own imports).
     The caller holds the pool until it calls ``release()`` on what this returns."""
-    return _Pool.acquire(course)
+    return Pool.acquire(course)

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import importlib
-import json
 import shutil
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 import mutants
 from conftest import ROOT, attn_course, grade_json
 from autograder.core.manifest import load_course
-from autograder.core.plugin import pin_local_constants
+from autograder.core.determinism import pin_local_constants
 
 COURSE = load_course(ROOT)
 BUILT = [u.name for u in COURSE.units.values() if (COURSE.solutions / u.file).is_file()]
@@ -127,7 +125,7 @@ def test_exit_codes(tmp_path):
     (course / "tests" / "hidden" / "test_bad.py").write_text(
         "import pytest\npytestmark = pytest.mark.unit('attention')\ndef test_x(subject):\n    pass\n"
     )
-    proc = attn_course("grade", str(COURSE.solutions), "--unit", "attention", check=False, env={"ATTN_COURSE_ROOT": str(course)})
+    proc = attn_course("grade", str(COURSE.solutions), "--unit", "attention", check=False, env={"AUTOGRADER_COURSE_ROOT": str(course)})
     assert proc.returncode == 3, proc.stderr
     assert "points marker" in proc.stderr
 

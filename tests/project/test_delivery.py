@@ -81,7 +81,7 @@ def test_release_bundle_checks_student_work(tmp_path):
     attn_course("release", str(out))
     shutil.copy(COURSE.solutions / "attention.py", out / "assignments" / "attention.py")
     proc = subprocess.run([sys.executable, "-m", "autograder.cli", "check", "attention", "--format", "json"],
-                          cwd=out, capture_output=True, text=True, env={**os.environ, "ATTN_COURSE_ROOT": str(out)})
+                          cwd=out, capture_output=True, text=True, env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(out)})
     assert proc.returncode == 0, proc.stderr
     unit = json.loads(proc.stdout)["units"]["attention"]
     assert unit["score"] == unit["max_score"] > 0
@@ -109,9 +109,9 @@ def _gradescope_root(tmp_path, submission_files: dict[str, bytes], *, sandbox: b
     for name, body in submission_files.items():
         (root / "submission" / name).write_bytes(body)
     os.chmod(root / "source" / "run_autograder", 0o755)
-    env = {**os.environ, "ATTN_GRADESCOPE_ROOT": str(root), "ATTN_PYTHON": sys.executable}
+    env = {**os.environ, "AUTOGRADER_GRADESCOPE_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
     if not sandbox:
-        env["ATTN_UNSAFE_NO_SANDBOX"] = "1"
+        env["AUTOGRADER_UNSAFE_NO_SANDBOX"] = "1"
     (root / "results").mkdir()
     with open(root / "results" / "stdout", "w") as log:  # as Gradescope's harness captures it
         proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], stdout=log, stderr=subprocess.PIPE,

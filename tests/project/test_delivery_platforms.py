@@ -24,7 +24,7 @@ COURSE = load_course(ROOT)
 VENDOR = ROOT / "tests" / "vendor"
 GRADESCOPE_SCHEMA = json.loads((VENDOR / "gradescope" / "results.schema.json").read_text())
 PL_RESULTS_SCHEMA = json.loads((VENDOR / "prairielearn" / "results.schema.json").read_text())
-IN_PROCESS = {"ATTN_UNSAFE_NO_SANDBOX": "1", "ATTN_PYTHON": sys.executable}
+IN_PROCESS = {"AUTOGRADER_UNSAFE_NO_SANDBOX": "1", "AUTOGRADER_PYTHON": sys.executable}
 
 
 def _pin(name: str) -> str:
@@ -38,9 +38,9 @@ def _gradescope(tmp_path: Path, files: dict[str, str], *, python: bool = True) -
     for name, text in files.items():
         (tmp_path / "submission" / name).write_text(text)
     (tmp_path / "results").mkdir(exist_ok=True)
-    env = {**os.environ, **IN_PROCESS, "ATTN_GRADESCOPE_ROOT": str(tmp_path)}
+    env = {**os.environ, **IN_PROCESS, "AUTOGRADER_GRADESCOPE_ROOT": str(tmp_path)}
     if not python:
-        del env["ATTN_PYTHON"]
+        del env["AUTOGRADER_PYTHON"]
     with open(tmp_path / "results" / "stdout", "w") as log:
         proc = subprocess.run(["bash", str(tmp_path / "source" / "run_autograder")], stdout=log,
                               stderr=subprocess.PIPE, text=True, env=env, timeout=600)
@@ -79,7 +79,7 @@ chmod +x "$3/bin/python" "$3/bin/uv"
 
 def test_gradescope_setup_and_run_autograder_in_a_fake_root(tmp_path):
     """setup.sh (apt-get, the image's python3, pip and uv stubbed: they need the network)
-    then run_autograder with no ATTN_PYTHON, as Gradescope runs them."""
+    then run_autograder with no AUTOGRADER_PYTHON, as Gradescope runs them."""
     root = _unzip_autograder(tmp_path)
     stubs, log = tmp_path / "stubs", tmp_path / "stub.log"
     stubs.mkdir()
@@ -88,7 +88,7 @@ def test_gradescope_setup_and_run_autograder_in_a_fake_root(tmp_path):
     for stub in stubs.iterdir():
         stub.chmod(0o755)
     env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "STUB_LOG": str(log), "REAL_PYTHON": sys.executable,
-           "ATTN_GRADESCOPE_ROOT": str(root)}
+           "AUTOGRADER_GRADESCOPE_ROOT": str(root)}
     subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, check=True, capture_output=True, timeout=60)
     steps = log.read_text().splitlines()
     version = "{}.{}".format(*sys.version_info[:2])
@@ -113,7 +113,7 @@ def _prairielearn(question: Path, grade_root: Path, files: dict[str, str]) -> di
     os.symlink(question / "tests", grade_root / "tests")
     info = json.loads((question / "info.json").read_text())
     entry = info["externalGradingOptions"]["entrypoint"].replace("/grade", str(grade_root), 1)
-    env = {**os.environ, **IN_PROCESS, "ATTN_PRAIRIELEARN_ROOT": str(grade_root)}
+    env = {**os.environ, **IN_PROCESS, "AUTOGRADER_PRAIRIELEARN_ROOT": str(grade_root)}
     proc = subprocess.run([entry], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads((grade_root / "results" / "results.json").read_text())

@@ -30,7 +30,9 @@ import pytest
 
 import mutants
 from conftest import ROOT
-from autograder.authoring import notebook as notebooks
+from autograder.authoring import notebook
+from autograder.authoring.rubric import rubric
+from autograder.nbgrader import extract
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
 
@@ -78,7 +80,7 @@ ATTACK_MARK = f"4{os.getpid():09d}"
 SWAPPER = """
 import glob, time
 while True:
-    for path in glob.glob('/tmp/attn-nbgrader-*/s*/*.py'):
+    for path in glob.glob('/tmp/autograder-nbgrader-*/s*/*.py'):
         try:
             open(path, 'w').write("raise SystemExit('swapped')")
         except OSError:
@@ -183,7 +185,7 @@ def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def graded():
     # Not tmp_path_factory: pytest prunes old base folders, even those of a run still going.
-    tmp = Path(tempfile.mkdtemp(prefix="attn-nbgrader-test-"))
+    tmp = Path(tempfile.mkdtemp(prefix="autograder-nbgrader-test-"))
     try:
         yield _grade_class(tmp)
     finally:
@@ -223,37 +225,37 @@ def csv_score(graded, student: str, unit: str) -> tuple[float, float]:
 
 
 def test_notebooks_are_current():
-    assert notebooks.stale(COURSE) == [], "run `attn-course build`: course/source/ is stale"
+    assert notebook.stale(COURSE) == [], "run `attn-course build`: course/source/ is stale"
 
 
 def test_points_per_cell_add_up_to_the_rubric():
     for unit in BUILT:
-        nb = _nb(ROOT / notebooks.notebook_path(unit))
+        nb = _nb(ROOT / notebook.notebook_path(COURSE, unit))
         cells = [c["metadata"]["nbgrader"] for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-        assert sum(c["points"] for c in cells) == sum(t.points for t in notebooks.rubric(COURSE, unit)) > 0
+        assert sum(c["points"] for c in cells) == sum(t.points for t in rubric(COURSE, unit)) > 0
         assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
 def test_module_source_of_the_solution_notebook_is_the_solution_code():
     for unit in BUILT:
-        nb = _nb(ROOT / notebooks.notebook_path(unit))
-        text = notebooks.module_source(nb, nb)
+        nb = _nb(ROOT / notebook.notebook_path(COURSE, unit))
+        text = extract.module_source(nb, nb, COURSE.brand.metadata_key)
         compile(text, unit, "exec")
         assert stubgen.solution_lines(text) == stubgen.solution_lines((COURSE.solutions / COURSE.units[unit].file).read_text())
 
 
 def test_an_answer_rewritten_in_a_new_cell_still_counts():
-    layout = _nb(ROOT / notebooks.notebook_path("attention"))
+    layout = _nb(ROOT / notebook.notebook_path(COURSE, "attention"))
     moved = copy.deepcopy(layout)
     cell = answer_cell(moved, "attention-softmax")
     del cell["metadata"]["nbgrader"]  # as when a student retypes the function in a fresh cell
     cell["source"] = "import math\n" + _src(cell) + "\n\nprint(softmax(torch.zeros(3)))"
-    text = notebooks.module_source(layout, moved)
+    text = extract.module_source(layout, moved, COURSE.brand.metadata_key)
     assert "peak = x.amax(dim=dim, keepdim=True)" in text and "print(softmax" not in text
     compile(text, "attention.py", "exec")
     deleted = copy.deepcopy(layout)
     deleted["cells"].remove(answer_cell(deleted, "attention-softmax"))
-    text = notebooks.module_source(layout, deleted)
+    text = extract.module_source(layout, deleted, COURSE.brand.metadata_key)
     assert "peak = x.amax" not in text and "raise NotImplementedError()" in text
 
 
@@ -292,7 +294,7 @@ def _leaks(text: str, unit: str) -> list[str]:
     given = (COURSE.assignments / COURSE.units[unit].file).read_text(encoding="utf-8")  # public by definition
     found = [l for l in stubgen.solution_lines(solution) if len(l) > 12 and l in text]
     found += [l for l in _hidden_source_lines() if l in text and l not in given]
-    found += [m for m in (notebooks.HIDDEN_BEGIN, "hidden_tests(") if m in text]
+    found += [m for m in (notebook.HIDDEN_BEGIN, "hidden_tests(") if m in text]
     return found
 
 
@@ -330,7 +332,7 @@ def test_tampered_cells_are_restored(graded):
             meta = cells[gid]["metadata"]["nbgrader"]
             assert meta["grade"] and meta["locked"], gid
             assert source[gid].strip() in _src(cells[gid]), f"{gid} was not restored"
-    hidden_points = sum(t.points for t in notebooks.rubric(COURSE, "attention") if t.visibility == "hidden")
+    hidden_points = sum(t.points for t in rubric(COURSE, "attention") if t.visibility == "hidden")
     assert cells["attention-hidden"]["metadata"]["nbgrader"]["points"] == hidden_points
 
 

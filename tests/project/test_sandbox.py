@@ -21,7 +21,8 @@ import torch
 from conftest import ROOT
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
-from autograder.sandbox.host import SandboxSubject, isolation_mode, processes_of
+from autograder.sandbox.host import SandboxSubject
+from autograder.sandbox.zygote import isolation_mode, processes_of
 from autograder.core.subject import Call, New, Result, StudentError
 
 COURSE = load_course(ROOT)
@@ -42,8 +43,8 @@ MARK = f"9{os.getpid():08d}"
 DRIVER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from autograder.sandbox.host import host as sandbox
-    from autograder.sandbox.host import zygote
+    from autograder.sandbox import host as sandbox
+    from autograder.sandbox import zygote
     from autograder.grading.grade import grade
     from autograder.core.manifest import load_course
     spec = json.loads(sys.argv[1])
@@ -71,7 +72,7 @@ DRIVER = textwrap.dedent("""
     results = grade(load_course(), [Path(p) for p in spec["paths"]], units=spec["units"],
                     timeout=spec["timeout"], sandbox=spec["sandbox"])
     print(json.dumps({"seconds": time.monotonic() - start, "results": [r.to_dict() for r in results],
-                      "uids": sandbox.USED_UIDS, "folders": sorted(set(sandbox.USED_FOLDERS)),
+                      "uids": zygote.USED_UIDS, "folders": sorted(set(zygote.USED_FOLDERS)),
                       "spawned": spawned, "sites": sorted(zygote.package_entries()) if spec["sandbox"] else [],
                       "mode": zygote._MODE, "warning": zygote.mode_warning(zygote._MODE)}))
 """)
@@ -332,7 +333,7 @@ def test_budgets_bound_slow_and_jamming_submissions(budget_run):
 
 
 def test_writes_to_a_worker_have_a_deadline(corpus, monkeypatch):
-    from autograder.sandbox.host import host as sandbox
+    from autograder.sandbox import host as sandbox
 
     monkeypatch.setattr(sandbox, "WRITE_LIMIT", 1.0)
     with SandboxSubject(COURSE, corpus["pipe_shrink"], timeout=10.0) as subject:
@@ -457,7 +458,7 @@ def softmax(x, dim=-1):
         facts["cannot_import_solutions"] = True
     facts["clean_env"] = not any(k.startswith(("PYTHONPATH", "PYTHONSTARTUP", "PYTEST")) for k in os.environ)
     facts["isolated_flag"] = bool(sys.flags.isolated)
-    facts["private_tmp"] = sum(n.startswith("attn-sandbox-") for n in os.listdir("/tmp")) <= 1
+    facts["private_tmp"] = sum(n.startswith("autograder-sandbox-") for n in os.listdir("/tmp")) <= 1
     facts["own_pid_namespace"] = os.getpid() < 10
     status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
     facts["no_capabilities"] = all(int(status[k], 16) == 0 for k in ("CapPrm", "CapEff", "CapAmb"))

@@ -349,7 +349,7 @@ def test_the_wheel_holds_no_solutions(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "autograder/transport.py" in names
+    assert "autograder/sandbox/inside/transport.py" in names
     assert not [n for n in names if n.split("/")[0] == "solutions"]
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import resource  # (before the fork: after the uid switch the Python install may be out of reach)
 import shutil
 import signal
 import socket
@@ -53,6 +52,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 BOX_BYTES, SHM_BYTES = 64 << 20, 16 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
+limits = procs = None  # modules of the package, imported by zygote() once sys.path holds it
 
 
 def _check(result: int, what: str) -> None:
@@ -132,13 +132,6 @@ def private_view(spawn: dict, config: dict) -> None:
 
 # -- one worker --------------------------------------------------------------------
 
-def _limits(spec: dict) -> None:
-    for name, value in spec.items():
-        which = getattr(resource, name)
-        soft, hard = (value, value) if name != "RLIMIT_CPU" else (value, value + 5)
-        resource.setrlimit(which, (soft, hard))
-
-
 def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
     """In the forked child: isolate, join the cgroups, drop privileges, then serve until told to stop."""
     req_fd, rep_fd, out_fd, *cgroup_fds = fds
@@ -166,7 +159,7 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
         _drop_capabilities()
     os.chdir(box)  # (its own uid's, 0700)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    _limits(spawn["limits"])
+    limits.apply(spawn["limits"])
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
@@ -183,7 +176,7 @@ def _course(config: dict, spawn: dict):
     units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]))
              for u in config["units"]}
     missing = lib / "absent"
-    return Course(root=lib, name=config["course"], units=units, solutions=missing, assignments=missing,
+    return Course(root=lib, name=config["course_name"], units=units, solutions=missing, assignments=missing,
                   hidden_tests=missing, public_tests=missing)
 
 
@@ -192,13 +185,13 @@ OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
 
 def _mapped(error, limits: dict):
     """Name running out of memory for what it is."""
-    from autograder.core.subject import StudentError
+    from autograder.core.protocol import Failure, StudentError
 
     if error.kind == "MemoryError" or (error.kind in ("RuntimeError", "OutOfMemoryError")
                                        and any(s in error.message for s in OUT_OF_MEMORY)):
         limit = limits.get("RLIMIT_AS")
         cap = f" (its limit is {limit / 2**30:g} GiB)" if limit else ""
-        return StudentError("Crashed", f"the worker ran out of memory{cap}", error.where)
+        return StudentError(Failure.CRASHED, f"the worker ran out of memory{cap}", error.where)
     return error
 
 
@@ -207,7 +200,7 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
     from pathlib import Path
 
     from autograder.sandbox.inside import transport
-    from autograder.core.subject import CallTimeout, InProcessSubject, StudentError
+    from autograder.core.subject import CallTimeout, InProcessSubject
 
     inner = InProcessSubject(_course(config, spawn), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
     limits = spawn["limits"]
@@ -247,29 +240,36 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
             gc.freeze()  # what the unit's import left is permanent: later collections stay cheap
             reply({"op": "status", "problem": problem, "seen": seen(unit)})
         elif op == "run":
-            for raw in values["calls"]:
-                call, error = transport.call_from(raw), None
-                if call.unit != spawn["unit"]:
-                    os._exit(70)
-                try:
-                    result = inner.run(call)
-                except StudentError as caught:
-                    caught.__context__ = caught.__cause__ = caught.__traceback__ = None
-                    error, result = _mapped(caught, limits), None
-                    del caught
-                    # Finalizers of what the code raised run now, during its own call
-                    # (the young generations hold it; a full collection would cost ms).
-                    gc.collect(1)
-                if result is not None:
-                    try:
-                        frame = {"op": "result", "ok": True, "seen": seen(call.unit)}
-                        reply(frame, transport.result_values(result))
-                        continue
-                    except TypeError as why:
-                        error = StudentError("BadOutput", f"the output cannot be sent back: {why}")
-                reply({"op": "result", "ok": False, **transport.error_header(error), "seen": seen(call.unit)})
+            call = transport.call_from(values["call"])
+            if call.unit != spawn["unit"]:
+                os._exit(70)
+            reply(*_answer(inner, call, limits, seen))
         elif op == "stop":
             os._exit(0)
+
+
+def _answer(inner, call, limits: dict, seen) -> tuple[dict, dict | None]:
+    """The reply frame (header, values) to one call."""
+    import gc
+
+    from autograder.core.protocol import Failure, StudentError
+    from autograder.sandbox.inside import transport
+
+    try:
+        result = inner.run(call)
+    except StudentError as caught:
+        caught.__context__ = caught.__cause__ = caught.__traceback__ = None
+        error = _mapped(caught, limits)
+        del caught
+        # Finalizers of what the code raised run now, during its own call
+        # (the young generations hold it; a full collection would cost ms).
+        gc.collect(1)
+    else:
+        try:
+            return {"op": "result", "ok": True, "seen": seen(call.unit)}, transport.result_values(result)
+        except TypeError as why:
+            error = StudentError(Failure.BAD_OUTPUT, f"the output cannot be sent back: {why}")
+    return {"op": "result", "ok": False, **transport.error_header(error), "seen": seen(call.unit)}, None
 
 
 # -- the zygote ---------------------------------------------------------------------
@@ -343,16 +343,7 @@ def spawn_worker(spawn: dict, fds: list[int], config: dict, sock: socket.socket)
 def _descendants_kill(root_pid: int) -> None:
     """Fallback without namespaces: kill every process below ``root_pid`` (a subreaper)."""
     for _ in range(50):
-        children = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as handle:
-                        fields = handle.read().rsplit(")", 1)[1].split()
-                    if int(fields[1]) == root_pid and fields[0] != "Z":
-                        children.append(int(entry))
-                except (OSError, IndexError, ValueError):
-                    pass
+        children = [p.pid for p in procs.live_processes() if p.ppid == root_pid]
         if not children:
             return
         for pid in children:
@@ -387,8 +378,11 @@ def zygote(config_path: str) -> None:
     if config["warm_first"]:
         warm()
 
+    # What every worker needs, imported once here (after the fork, its uid may not reach the
+    # files): the subject and transport, and the limits and /proc helpers as this module's globals.
+    global limits, procs
     from autograder.core import subject  # noqa: F401
-    from autograder.sandbox.inside import transport  # noqa: F401
+    from autograder.sandbox.inside import limits, procs, transport  # noqa: F401
 
     import gc
     gc.collect()
@@ -448,7 +442,6 @@ def zygote(config_path: str) -> None:
                     os.close(fd)
                 fds = []
                 workers[pid] = spawn["id"]
-                send({"event": "spawned", "id": spawn["id"]})
                 if not warmed:
                     warmed = True  # paid here once, while the first worker runs: later workers inherit it
                     warm()

@@ -4,7 +4,7 @@ import glob
 import os
 import sys
 
-PLACES = ["", "/sandbox/lib", "/sandbox/unit", "/sandbox/units/*", "/tmp/attn-sandbox-*/lib", "/tmp/attn-sandbox-*/units/*"]
+PLACES = ["", "/sandbox/lib", "/sandbox/unit", "/sandbox/units/*", "/tmp/autograder-sandbox-*/lib", "/tmp/autograder-sandbox-*/units/*"]
 
 
 def _stand_ins(unit):

@@ -3,8 +3,8 @@ import glob
 import os
 import sys
 
-for _base in [*sys.path, os.getcwd(), "", "/sandbox/lib", "/sandbox/unit", "/sandbox/units/*", "/tmp/attn-sandbox-*/lib",
-              "/tmp/attn-sandbox-*/units/*"]:
+for _base in [*sys.path, os.getcwd(), "", "/sandbox/lib", "/sandbox/unit", "/sandbox/units/*", "/tmp/autograder-sandbox-*/lib",
+              "/tmp/autograder-sandbox-*/units/*"]:
     _paths = glob.glob(os.path.join(_base, "course", "stand_ins", "multi_head.py"))
     if _paths:
         sys.path.insert(0, os.path.dirname(_paths[0]))

@@ -1,0 +1,107 @@
+"""What the notebook's cells call, inside the student's kernel. Nothing here counts:
+``nbgrader`` re-scoring (:mod:`autograder.nbgrader.pipeline`) grades every grade
+cell outside the kernel."""
+from __future__ import annotations
+
+import os
+import types
+import warnings
+from pathlib import Path
+
+from autograder.core.determinism import use_profile
+from autograder.core.loader import load_folder, load_stand_ins
+from autograder.core.manifest import Course, load_course
+from autograder.core.messages import failure_message
+from autograder.core.subject import InProcessSubject
+from autograder.nbgrader.extract import module_source, read_notebook
+from autograder.nbgrader.rescore import TRUSTED_ENV, grade_sources, hidden_report
+
+
+_stand_ins: dict[str, dict[str, types.ModuleType]] = {}
+
+
+def sibling(unit: str, name: str) -> types.ModuleType:
+    """The sibling ``name`` that ``unit``'s notebook uses: the grader's trusted stand-in where the
+    course has it (the instructor's and the grader's machines), else the student's own file,
+    as ``check`` uses it (a student's copy of the course holds no stand-ins)."""
+    course = load_course()
+    spec = course.units[unit]
+    if name not in spec.stand_ins:
+        raise ImportError(f"{unit} has no stand-in for {name} in course.toml")
+    if all((course.root / path).is_file() for path in spec.stand_ins.values()):
+        if unit not in _stand_ins:
+            _stand_ins[unit] = load_stand_ins(course, spec)
+        return _stand_ins[unit][name]
+    own = load_folder(course, Path.cwd()) if (Path.cwd() / course.units[name].file).is_file() else {}
+    own = own or load_folder(course, course.assignments)
+    if name not in own:
+        raise ImportError(f"this notebook needs your {course.units[name].file}: put it next to the notebook")
+    return own[name]
+
+
+def _kernel_subject(course: Course, unit: str, namespace: dict) -> InProcessSubject:
+    subject = InProcessSubject(course, Path.cwd(), isolate=False)
+    subject.provide(unit, namespace)
+    return subject
+
+
+def public_test(unit: str, test_id: str, namespace: dict) -> None:
+    """Run one public test on the notebook's own definitions; raise if it fails."""
+    import importlib.util
+
+
+    course = load_course()
+    filename, function = test_id.split("::")
+    path = course.public_tests / filename
+    spec = importlib.util.spec_from_file_location(f"_notebook_public_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    test = getattr(module, function)
+    doc = (test.__doc__ or function).strip().splitlines()[0]
+    use_profile()
+    with warnings.catch_warnings(record=True) as caught:  # warnings to stdout: stderr would read as a failure
+        warnings.simplefilter("always")
+        try:
+            test(_kernel_subject(course, unit, namespace))
+        except Exception as error:  # noqa: BLE001 - reported as the test's failure
+            message = failure_message(error)
+        else:
+            message = None
+    for warning in caught:
+        print(f"warning: {warning.category.__name__}: {warning.message}")
+    if message is not None:
+        raise AssertionError(f"{doc}: {message}") from None
+    print(f"passed: {doc}")
+
+
+def _course_dir_of_autograded() -> Path | None:
+    """During ``nbgrader autograde`` the kernel runs in <course>/autograded/<student>/<assignment>."""
+    cwd = Path.cwd()
+    return cwd.parents[2] if len(cwd.parents) > 2 and cwd.parents[1].name == "autograded" else None
+
+
+def hidden_tests(unit: str) -> None:
+    """The hidden properties, graded out of this kernel by the CLI's ``grade``.
+
+    Under the CLI's ``nbgrader autograde`` this only says so: the trusted process grades
+    the submitted notebook and writes the report into the feedback. Under a
+    plain ``nbgrader autograde`` it grades the notebook file being autograded
+    (never the kernel's objects) in a subprocess, prints each failed property
+    with its counterexample, and raises if any failed.
+    """
+    if os.environ.get(TRUSTED_ENV) == "1":
+        print("The hidden properties are graded by the course's grader outside this notebook; "
+              "the feedback shows the result.")
+        return
+    course = load_course()
+    course_dir = _course_dir_of_autograded() or course.nbgrader_course
+    layout = read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")  # nbgrader's own folder name
+    submitted = read_notebook(Path.cwd() / f"{unit}.ipynb")
+    if layout is None or submitted is None:
+        print("The hidden properties run only when the instructor grades this notebook.")
+        return
+    result = grade_sources(course, {"notebook": {unit: module_source(layout, submitted, course.brand.metadata_key)}}, [unit])["notebook"]
+    lines, failed = hidden_report(result, unit)
+    print(lines)
+    if failed:
+        raise AssertionError(f"{failed} hidden properties failed")

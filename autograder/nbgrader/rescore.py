@@ -1,0 +1,91 @@
+"""Trusted grading of files extracted from notebooks: the CLI's ``grade`` in a subprocess."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.core.manifest import Course
+
+# Set for the kernels ``nbgrader`` re-scoring starts: the hidden cell then leaves the
+# grading to the trusted process instead of grading twice.
+TRUSTED_ENV = "AUTOGRADER_NBGRADER_RESCORE"
+
+
+def cli_command() -> list[str]:
+    return [sys.executable, "-m", "autograder.cli"]
+
+
+def grade_sources(course: Course, sources: dict[str, dict[str, str]], units: list[str], *,
+                  workdir: Path | None = None, background: bool = False):
+    """Grade {submission: {unit: file text}} with the CLI's ``grade`` in a
+    subprocess; returns {submission: result dict} (or, with ``background``, a
+    callable that waits for and returns it)."""
+    holder = tempfile.TemporaryDirectory(prefix="attn-nbgrader-", dir=workdir)
+    root = Path(holder.name)
+    folders = []
+    for i, (name, files) in enumerate(sources.items()):
+        folder = root / f"s{i}"
+        folder.mkdir()
+        for unit, text in files.items():
+            (folder / course.units[unit].file).write_text(text, encoding="utf-8")
+        folders.append(folder)
+    out = root / "result.json"
+    command = [*cli_command(), "grade", *map(str, folders), "--format", "json", "-o", str(out)]
+    for unit in units:
+        command += ["--unit", unit]
+    env = {k: v for k, v in os.environ.items() if k != TRUSTED_ENV}
+    log_path = root / "log.txt"  # a file, not a pipe: nobody reads a pipe while polling
+    with log_path.open("w", encoding="utf-8") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=str(course.root))
+
+    def wait() -> dict[str, dict]:
+        try:
+            process.wait()
+            log = log_path.read_text(encoding="utf-8", errors="replace")
+            if process.returncode != 0 or not out.is_file():
+                raise RuntimeError(f"grading failed (exit {process.returncode}):\n{log[-3000:]}")
+            data = json.loads(out.read_text(encoding="utf-8"))
+            data = data if isinstance(data, list) else [data]
+            return dict(zip(sources, data))
+        finally:
+            holder.cleanup()
+
+    wait.poll = process.poll
+    return wait if background else wait()
+
+
+def test_scores(result: dict, unit: str) -> dict[str, dict]:
+    """test id -> the CLI's record, for ``unit`` of one result."""
+    return {t["id"]: t for t in result["units"][unit]["tests"]}
+
+
+def hidden_report(result: dict, unit: str) -> tuple[str, int]:
+    """The student-facing text of the hidden cell: property names and
+    counterexamples only; and how many properties failed."""
+    record = result["units"][unit]
+    tests = [t for t in record["tests"] if t["visibility"] == "hidden"]
+    failed = [t for t in tests if t["status"] == "failed"]
+    score, total = sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
+    lines = [f"hidden properties: {score:g} / {total:g} points"]
+    if record["status"] != "graded" and record["message"]:
+        lines.append(f"{record['status']}: {record['message']}")
+    for t in tests:
+        if t["status"] == "failed":
+            lines.append(f"  FAILED {t['name']} (0 / {t['max_score']:g}): {t['output']}")
+    passed = [t for t in tests if t["status"] == "passed"]
+    if passed:
+        lines.append(f"  passed: {len(passed)} properties")
+    return "\n".join(lines), len(failed)
+
+
+def visible_report(result: dict, unit: str, test_id: str) -> str:
+    record = result["units"][unit]
+    t = test_scores(result, unit).get(test_id)
+    if t is None:
+        return f"not graded: {record['message'] or 'the test did not run'}"
+    text = f"{t['status']}: {t['name']} ({t['score']:g} / {t['max_score']:g})"
+    return text + (f": {t['output']}" if t["status"] == "failed" and t["output"] else "")

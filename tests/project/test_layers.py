@@ -1,0 +1,149 @@
+"""The engine's layout: layers that import only downwards, and no course knowledge.
+
+``autograder/`` is one folder per layer (README, "Layout"). A module may import
+its own folder and the folders of lower layers, never a higher one nor a
+sibling layer: so ``core`` stands alone, and ``sandbox/inside`` (copied whole
+into the sandbox) needs nothing but ``core``. And no engine module names a
+path, a brand or a unit of this course: those come from ``course/course.toml``.
+"""
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "autograder"
+
+# Folder -> its layer; a module may import folders of a strictly lower layer, and its own.
+LAYERS = {
+    "core": 0,
+    "testing": 1, "sandbox": 1,
+    "grading": 2,
+    "authoring": 3,
+    "nbgrader": 4, "delivery": 4,
+    "cli": 5,  # autograder/cli.py and autograder/__init__.py
+}
+# What the box holds besides core (autograder.sandbox.zygote.BOXED): it may import only these.
+BOXED = {"core", "sandbox.inside"}
+
+
+def _folder(module: str) -> str:
+    """'autograder.core.subject' (or 'autograder.core') -> 'core'; the package's own top-level
+    modules (autograder, autograder.cli) count as 'cli'."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (ENGINE / parts[1]).is_dir() else "cli"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(ENGINE.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every engine module ``path`` imports, at any depth of the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "autograder"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno}: a relative import; the engine imports absolutely")
+            if node.module and node.module.split(".")[0] == "autograder":
+                found.append((node.lineno, node.module))
+    return found
+
+
+def _violations(modules: dict[str, Path]) -> list[str]:
+    bad = []
+    for name, path in modules.items():
+        mine = _folder(name)
+        boxed = name.startswith("autograder.sandbox.inside")
+        for line, target in _imports(path):
+            theirs = _folder(target)
+            where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{line} imports {target}"
+            if boxed and not any(target.startswith(f"autograder.{b}") for b in BOXED):
+                bad.append(f"{where}: sandbox/inside may import only {sorted(BOXED)} (it is copied alone into the box)")
+            elif theirs != mine and LAYERS[theirs] >= LAYERS[mine]:
+                bad.append(f"{where}: {mine} (layer {LAYERS[mine]}) may not import {theirs} (layer {LAYERS[theirs]})")
+    return bad
+
+
+def test_every_engine_folder_is_a_known_layer():
+    """Each sub-folder of autograder/ is one of the layers (a new one needs its place in LAYERS)."""
+    folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(LAYERS) - {"cli"}, sorted(folders ^ (set(LAYERS) - {"cli"}))
+
+
+def test_engine_imports_only_downwards():
+    """No engine module imports a module of its own or a higher layer's other folders."""
+    assert _violations(_modules()) == []
+
+
+def test_layer_check_catches_an_upward_import(tmp_path):
+    """The check itself fails on core importing grading, and on the box importing the host side."""
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "bad.py").write_text("from autograder.grading.grade import grade\n")
+    (tmp_path / "inside.py").write_text("from autograder.sandbox import host\n")
+    found = _violations({"autograder.core.bad": tmp_path / "core" / "bad.py",
+                         "autograder.sandbox.inside.worker": tmp_path / "inside.py"})
+    assert len(found) == 2 and "core (layer 0) may not import grading" in found[0] and "copied alone" in found[1], found
+
+
+def _course_words() -> tuple[set[str], set[str]]:
+    """The names only the course may know: (names found as whole tokens anywhere in a literal:
+    brand, course name, units, unit files, multi-part paths; single folder names, which are also
+    plain words, found only as a path: the whole literal, or its first part)."""
+    data = tomllib.loads((ROOT / "course" / "course.toml").read_text(encoding="utf-8"))
+    names = {data["course"]["name"], *data["branding"].values(), *data["units"]}
+    names |= {spec["file"] for spec in data["units"].values()}
+    names |= {rel for spec in data["units"].values() for rel in spec.get("stand_ins", {}).values()}
+    paths = set()
+    for value in data["paths"].values():
+        paths |= set(value) if isinstance(value, list) else {value}
+    paths.discard("autograder")  # the engine itself, which the student bundle lists
+    return names | {p for p in paths if "/" in p}, {p for p in paths if "/" not in p}
+
+
+def _literals(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant in ``path`` but docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def _named(text: str, words: tuple[set[str], set[str]]) -> set[str]:
+    """The course words ``text`` names (``attention`` in "from .attention", not in "attentive")."""
+    import re
+
+    names, folders = words
+    found = {w for w in names if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text)}
+    return found | {w for w in folders if text == w or text.startswith(w + "/")}
+
+
+def test_no_engine_module_names_the_course():
+    """No engine code literal names a course path, brand, name or unit (docstrings may give examples)."""
+    words = _course_words()
+    manifest = ENGINE / "core" / "manifest.py"  # the manifest's reader: it knows the keys, and where the manifest lies
+    found = [f"{path.relative_to(ROOT)}:{line}: {sorted(_named(text, words))} in {text[:60]!r}"
+             for path in _modules().values() if path != manifest for line, text in _literals(path)
+             if _named(text, words)]
+    assert found == [], "\n".join(found)
+
+
+def test_course_name_check_catches_a_brand_and_a_path():
+    """The check itself finds the brand and a suite's folder in a literal."""
+    words = _course_words()
+    assert _named('print("attn-course: done")', words) == {"attn-course"}
+    assert _named("tests/hidden/oracles.py", words) == {"tests/hidden"}
+    assert _named("solutions/attention.py", words) == {"solutions", "attention", "attention.py"}
+    assert _named("attentive solutions", words) == set()
