@@ -20,7 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from course.demos import DEMOS, SIZES, load_units  # noqa: E402
+from course.demos import DEMOS, SIZES, UnitNotImplemented, load_units  # noqa: E402
 
 # The two figures the README shows: the course's argument in two pictures.
 README_PLOTS = ("path_length", "capstone")
@@ -47,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for name in names:
         start = time.perf_counter()
-        result = DEMOS[name].run(args.out_dir, size=args.size, units=units)
+        try:
+            result = DEMOS[name].run(args.out_dir, size=args.size, units=units)
+        except UnitNotImplemented as error:
+            print(f"make_plots: {name}: {error}", file=sys.stderr)
+            return 2
         result["seconds"] = round(time.perf_counter() - start, 2)
         result.pop("maps", None)
         results[name] = _jsonable(result)

@@ -183,14 +183,18 @@ def render_html(tokens: list[str], weights, *, title: str = "Attention viewer",
 
 
 def tiny_model_weights(tokens: list[str], source: str = "solutions", steps: int = 400):
-    """Per-head weights (H, L, L) of the tiny model, trained with ``source``'s multi_head.py."""
+    """Per-head weights (H, L, L) of the tiny model, trained with ``source``'s multi_head.py,
+    and its accuracy. Raises UnitNotImplemented while that unit (or its attention.py) is a stub."""
     from course.demos import load_units
+    from course.demos._common import stubs_named
     from course.demos.tiny_model import MAX_LEN, attention_for, train_tiny_model
 
     if len(tokens) > MAX_LEN:
         raise ValueError(f"the tiny model reads at most {MAX_LEN} tokens; the sentence has {len(tokens)}")
-    trained = train_tiny_model(load_units(source), steps=steps)
-    return attention_for(tokens, trained), trained.accuracy
+    units = load_units(source)
+    with stubs_named(units):
+        trained = train_tiny_model(units, steps=steps)
+        return attention_for(tokens, trained), trained.accuracy
 
 
 def _load_weights(path: Path, tokens: list[str] | None):
@@ -213,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", type=Path, help="your own weights (.json or a torch.save'd tensor)")
     parser.add_argument("--steps", type=int, default=400, help="training steps of the tiny model")
     args = parser.parse_args(argv)
+    from course.demos import UnitNotImplemented  # torch's import, only once the arguments are good
+
     tokens = tokenize(args.sentence) if args.sentence else None
     try:
         if args.weights:
@@ -226,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             title = (f"Tiny model ({args.source}): trained to name the previous and the next token, "
                      f"accuracy {accuracy:.0%}")
         page = render_html(tokens, weights, title=title)
+    except UnitNotImplemented as error:  # the stubs are still in place: say what to write first
+        print(f"attn-course viz: {error}", file=sys.stderr)
+        return 2
     except (ValueError, OSError, KeyError, ImportError) as error:
         print(f"attn-course viz: {type(error).__name__}: {error}", file=sys.stderr)
         return 2

@@ -48,6 +48,7 @@ class Course:
     lessons: Path | None = None
     nbgrader_course: Path | None = None
     api: Path | None = None
+    student_readme: Path | None = None
     student_bundle: tuple[str, ...] = ()
     brand: Branding | None = None
     # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
@@ -109,6 +110,7 @@ def load_course(root: Path | None = None) -> Course:
         lessons=root / paths["lessons"],
         nbgrader_course=root / paths["nbgrader_course"],
         api=root / paths["api"],
+        student_readme=root / paths["student_readme"],
         student_bundle=tuple(paths["student_bundle"]),
         brand=Branding(**data["branding"]),
         commands=dict(data.get("commands", {})),

@@ -1,11 +1,12 @@
 """The student bundle: what students get, and nothing they must not see.
 
-It holds the stubs, the public tests, the engine (so ``attn-course check``
-works), the course manifest, the lessons, demos and viewer, with a minimal
-pyproject.toml so that ``pip install -e .`` works. It never holds
-solutions/, tests/hidden/, the mutants, or the stand-ins (correct code for
-units 2 and 3, written over torch: shipping them would hand out answers; the
-demos then run on the student's own units).
+It holds what course.toml's ``[paths] student_bundle`` lists: the stubs, the
+public tests, the engine (so ``check`` works), the course manifest, the
+lessons, demos and viewer, and the API page (the contract the stubs' docstrings
+cite); with a minimal pyproject.toml so that ``pip install -e .`` works. It
+never holds solutions/, tests/hidden/, the mutants, or the stand-ins (correct
+code for units 2 and 3, written over torch: shipping them would hand out
+answers; the lessons and demos then run on the student's own units).
 """
 from __future__ import annotations
 
@@ -21,46 +22,43 @@ requires = ["setuptools>=69"]
 build-backend = "setuptools.build_meta"
 
 [project]
-name = "attention-course-student"
+name = "{package}"
 version = "0.1.0"
-description = "Your work for attention-course: fill in assignments/, check it with `attn-course check`."
+description = "Your work for {course}: fill in assignments/, check it with `{command} check`."
 requires-python = ">=3.11"
 # Install torch first (the CPU wheel: pip install torch --index-url https://download.pytorch.org/whl/cpu).
 # hypothesis is the grader's own version: the public tests then see the grader's examples.
-dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13"]
+# matplotlib draws the lessons' plots; jupytext writes them as notebooks.
+dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13", "matplotlib>=3.8", "jupytext>=1.16"]
 
 [project.scripts]
-attn-course = "autograder.cli:main"
+{command} = "autograder.cli:main"
 
-[tool.setuptools]
-packages = ["autograder", "assignments"]
+# The engine, your units, and the course's lessons and demos (course.demos), importable
+# from anywhere once installed with `pip install -e .`.
+[tool.setuptools.packages.find]
+include = ["autograder*", "assignments*", "course*"]
 """
-
-README = """# attention-course: your work
-
-1. Install: `pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e .`
-2. Fill in every TODO in `assignments/`; the docstrings give the shapes.
-3. Check your work: `attn-course check` (or `attn-course check attention` for one unit).
-
-The public tests are a first check. Your grade also counts hidden properties.
-"""
-
-# Relative to the course root; lessons are copied when present.
-SHIPPED = ["assignments", "autograder", "tests/public", "course/lessons", "course/demos"]
-
 
 def release(course: Course, out: Path) -> Path:
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose a new folder")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for folder in SHIPPED:
-        if (course.root / folder).is_dir():
-            shutil.copytree(course.root / folder, out / folder, ignore=ignore)
-    (out / "course").mkdir(parents=True, exist_ok=True)
-    for name in ("course.toml", "viz.py"):
-        shutil.copy(course.root / "course" / name, out / "course" / name)
-    (out / "pyproject.toml").write_text(PYPROJECT.format(hypothesis=requirement("hypothesis")), encoding="utf-8")
-    (out / "README.md").write_text(README, encoding="utf-8")
+    for name in course.student_bundle:
+        source, target = course.root / name, out / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=ignore)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)
+    brand = course.brand
+    (out / "pyproject.toml").write_text(PYPROJECT.format(
+        package=brand.student_package, course=course.name, command=brand.command,
+        hypothesis=requirement("hypothesis")), encoding="utf-8")
+    # The course writes what its students read; the engine fills in the names.
+    (out / "README.md").write_text(course.student_readme.read_text(encoding="utf-8").format(
+        course=course.name, command=brand.command, api=course.api.relative_to(course.root).as_posix()),
+        encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(course), encoding="utf-8")
     return out

@@ -5,19 +5,21 @@ and ``run(out_dir, *, size="full", units=None) -> dict``: it saves
 ``out_dir/NAME.png`` (matplotlib, Agg backend) and returns the numbers it
 plotted, so tests can check the claim. ``size="small"`` is what the tests run.
 ``units`` chooses the implementation (see :func:`load_units`); by default the
-reference ``solutions`` package.
+reference ``solutions/`` (in a student's bundle, their own ``assignments/``).
+A unit still a stub raises :class:`UnitNotImplemented`, whose message names
+the file to implement first.
 """
 from __future__ import annotations
 
 from . import (capstone, heads, order, path_length, price, residual_depth, rnn_decay, scaling,
                serial_time)
-from ._common import NOTEBOOK, SIZES, UNITS, Units, load_units, show, units_for
+from ._common import NOTEBOOK, SIZES, UnitNotImplemented, Units, load_units, show, units_for
 
 # In the order of the issue's claims 1..9.
 DEMOS = {module.NAME: module for module in (
     rnn_decay, serial_time, path_length, scaling, heads, order, residual_depth, capstone, price)}
 
-__all__ = ["DEMOS", "NOTEBOOK", "SIZES", "UNITS", "Units", "load_units", "run_demo", "show", "units_for"]
+__all__ = ["DEMOS", "NOTEBOOK", "SIZES", "UnitNotImplemented", "Units", "load_units", "run_demo", "show", "units_for"]
 
 
 def run_demo(name: str, out_dir, *, size: str = "full", units: Units | None = None) -> dict:

@@ -1,123 +1,174 @@
 """What every demo shares: where the course code comes from, seeds, plots, timers.
 
 The one place that decides which implementation the demos run is
-:func:`load_units`: by default the instructor's ``solutions`` package, or a
+:func:`load_units`: by default the instructor's ``solutions/``, or a
 student's folder (the same files the grader takes), or modules passed in
-directly (a notebook's own namespace, for instance).
+directly (a notebook's own namespace, for instance). The units are the ones
+``course.toml`` lists; files are loaded by the engine's loader, as the grader
+loads them.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import itertools
-import os
-import sys
 import functools
+import inspect
+import os
 import time
 import types
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from autograder.core.loader import load_folder, load_stand_ins
+from autograder.core.manifest import Course, load_course
+from autograder.core.protocol import NOT_IMPLEMENTED
+
 ROOT = Path(__file__).resolve().parents[2]
-UNITS = ("recurrent_cells", "attention", "multi_head", "positional_encoding", "transformer_block")
 SIZES = ("small", "full")
 SEED = 0
 
-_counter = itertools.count()
+
+@functools.cache
+def demo_course() -> Course:
+    """The course these demos belong to: the manifest of the tree they sit in."""
+    return load_course(ROOT)
 
 
-@dataclass
-class Units:
-    """The five course modules a demo may use (attributes named after the units)."""
+class UnitNotImplemented(Exception):
+    """A unit a demo runs is still (partly) the stub; the message names the file to implement first."""
 
-    recurrent_cells: types.ModuleType | None = None
-    attention: types.ModuleType | None = None
-    multi_head: types.ModuleType | None = None
-    positional_encoding: types.ModuleType | None = None
-    transformer_block: types.ModuleType | None = None
-    source: str = "solutions"
+
+class Units(Mapping[str, types.ModuleType]):
+    """The course modules a demo may use, keyed by unit name (course.toml's order).
+
+    A unit the source does not provide is absent; ``source`` says where the
+    modules came from.
+    """
+
+    def __init__(self, modules: Mapping[str, types.ModuleType], source: str, course: Course):
+        unknown = sorted(set(modules) - set(course.units))
+        if unknown:
+            raise ValueError(f"no unit {', '.join(unknown)}; the units are {', '.join(course.units)}")
+        self._modules = {name: modules[name] for name in course.units if name in modules}
+        self.source, self.course = source, course
+
+    def __getitem__(self, name: str) -> types.ModuleType:
+        return self._modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
 
     def need(self, name: str) -> types.ModuleType:
-        module = getattr(self, name)
-        if module is None:
-            raise ValueError(f"this demo needs {name}.py, which {self.source} does not provide")
-        return module
+        if name not in self.course.units:
+            raise ValueError(f"no unit {name!r}; the units are {', '.join(self.course.units)}")
+        if name not in self._modules:
+            raise ValueError(f"this demo needs {self.course.units[name].file}, which {self.source} does not provide")
+        return self._modules[name]
 
 
-def _load_folder(folder: Path) -> dict[str, types.ModuleType]:
-    """Import the unit files of a submission folder as one private package.
-
-    The files import their siblings relatively (``from .attention import ...``),
-    so they are loaded as ``_demo_submission_N.<unit>``; the folder's missing
-    units are simply absent.
-    """
-    package = f"_demo_submission_{next(_counter)}"
-    pkg = types.ModuleType(package)
-    pkg.__path__ = [str(folder)]
-    sys.modules[package] = pkg
-    modules = {}
-    for name in UNITS:
-        if (folder / f"{name}.py").is_file():
-            modules[name] = importlib.import_module(f"{package}.{name}")
-    return modules
-
-
-def _reference_units() -> dict[str, types.ModuleType]:
-    """The ``solutions`` package's units; empty where it is not installed (a student's release)."""
+def _stand_ins(course: Course) -> dict[str, types.ModuleType]:
+    """The course's trusted stand-ins (course.toml ``stand_ins``) whose files are present: none in a
+    student's bundle, which does not ship them (they would hand out answers)."""
     found = {}
-    for name in UNITS:
-        try:
-            found[name] = importlib.import_module(f"solutions.{name}")
-        except ModuleNotFoundError as error:
-            if error.name not in ("solutions", f"solutions.{name}"):
-                raise
+    for unit in course.units.values():
+        present = all((course.root / path).is_file() for path in unit.stand_ins.values())
+        if present and set(unit.stand_ins) - set(found):
+            found = {**load_stand_ins(course, unit), **found}
     return found
 
 
-def _stand_in_units() -> dict[str, types.ModuleType]:
-    """The course's trusted stand-ins (``course/stand_ins``: attention, multi_head), where present."""
-    found = {}
-    for name in UNITS:
-        path = ROOT / "course" / "stand_ins" / f"{name}.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location(f"_demo_stand_in_{next(_counter)}_{name}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            found[name] = module
-    return found
+def _folder_units(course: Course, folder: Path) -> dict[str, types.ModuleType]:
+    return load_folder(course, folder) if folder.is_dir() else {}
+
+
+def _reference_units(course: Course, given: set[str]) -> tuple[dict[str, types.ModuleType], str]:
+    """The units not in ``given``, and where they came from: solutions/, then (where it is absent,
+    as in a student's bundle) the stand-ins, then the student's own assignments/ (which ``check``
+    also runs together)."""
+    origins = {"solutions": lambda: _folder_units(course, course.solutions),
+               "stand-ins": lambda: _stand_ins(course),
+               "assignments": lambda: _folder_units(course, course.assignments)}
+    found, used = {}, []
+    for origin, load in origins.items():
+        wanted = set(course.units) - given - set(found)
+        if not wanted:
+            break
+        new = {name: module for name, module in load().items() if name in wanted}
+        if new:
+            found.update(new)
+            used.append(origin)
+    return found, " + ".join(used) or "solutions"
 
 
 def load_units(source: str | os.PathLike | None = None, **modules: types.ModuleType) -> Units:
     """The course code the demos run.
 
     Inputs:
-      source: None or "solutions" (the reference package; where it is not
-        installed, the course's stand-ins and then ``assignments/`` fill in),
-        or a folder holding any of the five unit files (a student's
-        submission, ``assignments/``).
+      source: None or "solutions" (the reference; where it is absent, the
+        course's stand-ins and then ``assignments/`` fill in), or a folder
+        holding any of the unit files (a student's submission,
+        ``assignments/``).
       modules: override single units with already-imported modules, e.g.
         ``load_units(attention=my_module)``.
     Returns:
-      Units, with None for a unit the source does not have.
+      Units, without the units the source does not have.
     """
+    course = demo_course()
     if source is None or str(source) == "solutions":
-        found, label = _reference_units(), "solutions"
-        if len(found) < len(UNITS):
-            missing = [name for name in UNITS if name not in found and name not in modules]
-            extra = {**_stand_in_units()}
-            if (ROOT / "assignments").is_dir():
-                extra = {**_load_folder(ROOT / "assignments"), **extra}
-            found.update({name: extra[name] for name in missing if name in extra})
+        found, label = _reference_units(course, set(modules))
     else:
         folder = Path(source)
         if not folder.is_dir():
             raise ValueError(f"load_units: {folder} is not a folder")
-        found, label = _load_folder(folder), str(folder)
-    found.update(modules)
-    return Units(**found, source=label)
+        found, label = load_folder(course, folder), str(folder)
+    return Units({**found, **modules}, label, course)
+
+
+def _functions(module: types.ModuleType) -> Iterator[types.FunctionType]:
+    """The functions ``module`` defines, its classes' methods included."""
+    for value in vars(module).values():
+        if getattr(value, "__module__", None) != module.__name__:
+            continue  # imported, not defined here
+        if inspect.isfunction(value):
+            yield value
+        elif inspect.isclass(value):
+            yield from (f for f in vars(value).values() if inspect.isfunction(f))
+
+
+def _is_stub(module: types.ModuleType) -> bool:
+    """Whether a function of ``module`` still raises the stub's NotImplementedError("<name>: not implemented yet")."""
+    constants = (c for f in _functions(module) for c in f.__code__.co_consts)
+    return any(isinstance(c, str) and c.endswith(NOT_IMPLEMENTED) for c in constants)
+
+
+def _raising_unit(units: Units, error: BaseException) -> str | None:
+    """The unit whose code raised ``error`` itself (the innermost frame), or None (torch's own)."""
+    tb = error.__traceback__
+    while tb.tb_next:
+        tb = tb.tb_next
+    raised_in = tb.tb_frame.f_globals.get("__name__")
+    return next((name for name, module in units.items() if module.__name__ == raised_in), None)
+
+
+@contextmanager
+def stubs_named(units: Units):
+    """Turn a unit's NotImplementedError into UnitNotImplemented naming the files to implement, in
+    order: the unit's siblings (course.toml ``stand_ins``) that are still stubs, then the unit."""
+    try:
+        yield
+    except NotImplementedError as error:
+        unit = _raising_unit(units, error)
+        if unit is None:
+            raise
+        first = [s for s in units.course.units if s in units.course.units[unit].stand_ins
+                 and s in units and _is_stub(units[s])]
+        files = [units.course.units[name].file for name in (*first, unit)]
+        then = "".join(f", then {file}" for file in files[1:])
+        raise UnitNotImplemented(f"implement {files[0]} first{then} ({files[-1]} says: {error})") from None
 
 
 def seeded(seed: int = SEED) -> torch.Generator:
@@ -203,13 +254,16 @@ def torch_threads(count: int = 1):
         torch.set_num_threads(old)
 
 
-def single_threaded(run):
-    """Decorator for a demo's ``run``: it runs with one torch thread."""
+def demo(run):
+    """Decorator for a demo's ``run(out_dir, *, size, units)``: ``units`` defaults to
+    :func:`load_units`, the demo runs with one torch thread, and a unit that is still a stub
+    is named (UnitNotImplemented) rather than shown as a traceback."""
 
     @functools.wraps(run)
-    def wrapper(*args, **kwargs):
-        with torch_threads(1):
-            return run(*args, **kwargs)
+    def wrapper(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
+        units = load_units() if units is None else units
+        with torch_threads(1), stubs_named(units):
+            return run(out_dir, size=size, units=units)
 
     return wrapper
 
@@ -222,7 +276,8 @@ def units_for(source: str, unit: str, namespace: dict | None = None) -> Units:
 
     Inputs:
       source: "notebook" (the code written in the notebook for ``unit``, the
-        reference solutions for the other units), "solutions", or a folder.
+        reference solutions for the other units, as :func:`load_units`
+        finds them), "solutions", or a folder.
       unit: the lesson's unit.
       namespace: the notebook's ``globals()`` (needed for "notebook").
     """
@@ -230,7 +285,8 @@ def units_for(source: str, unit: str, namespace: dict | None = None) -> Units:
         return load_units(source)
     if namespace is None:
         raise ValueError('units_for("notebook", ...) needs the notebook\'s globals()')
-    module = types.ModuleType(f"notebook_{unit}")
+    # Named as the notebook's own namespace, so its functions count as this module's (stubs_named).
+    module = types.ModuleType(namespace.get("__name__", f"notebook_{unit}"))
     module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
     return load_units(None, **{unit: module})
 

@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+from ._common import Units, check_size, demo, pyplot, save, seeded
 
 NAME = "capstone"
 TITLE = "Long-range recall: LSTM vs Transformer"
@@ -90,7 +90,7 @@ def train_and_test(model: nn.Module, k: int, steps: int, seed: int) -> float:
         return float((model(tokens).argmax(-1) == answer).float().mean())
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Accuracy against k for both models (chance is 1/8).
 
@@ -99,7 +99,6 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     distances, steps = PRESETS[size]["distances"], PRESETS[size]["steps"]
-    units = units or load_units()
     rc, pe, tb = (units.need(n) for n in ("recurrent_cells", "positional_encoding", "transformer_block"))
     dim = SETTINGS["dim"]
     lstm, transformer = [], []

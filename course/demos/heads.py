@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, load_units, pyplot, save, single_threaded
+from ._common import Units, check_size, demo, pyplot, save
 from .tiny_model import offset_weight, toy_batch, train_tiny_model
 
 NAME = "heads"
@@ -18,7 +18,7 @@ UNIT = "multi_head"
 PRESETS = {"small": dict(steps=250, length=10), "full": dict(steps=400, length=12)}
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Train the tiny model and draw each head's attention map on one sequence.
 
@@ -28,7 +28,7 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     steps, length = PRESETS[size]["steps"], PRESETS[size]["length"]
-    trained = train_tiny_model(units or load_units(), steps=steps)
+    trained = train_tiny_model(units, steps=steps)
     ids, _, _ = toy_batch(256, length, torch.Generator().manual_seed(7))
     with torch.no_grad():
         _, _, weights = trained.model(ids)  # (B, H, L, L)

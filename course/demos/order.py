@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+from ._common import Units, check_size, demo, pyplot, save, seeded
 
 NAME = "order"
 TITLE = "No order without positions"
@@ -41,7 +41,7 @@ def _rope_attention(attention, positional_encoding, x, w_q, w_k, w_v):
     return attention.scaled_dot_product_attention(q, k, x @ w_v)[0]
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Token vectors after one self-attention layer, for 狗咬人 and 人咬狗, with and without positions.
 
@@ -53,7 +53,6 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     dim = PRESETS[size]["dim"]
-    units = units or load_units()
     multi_head, pos, attention = (units.need(n) for n in ("multi_head", "positional_encoding", "attention"))
     generator = seeded()
     embedding = torch.randn(len(WORDS), dim, generator=generator)  # one vector per word

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+from ._common import Units, check_size, demo, pyplot, save, seeded
 
 NAME = "path_length"
 TITLE = "Attention's path is length 1"
@@ -36,7 +36,7 @@ def jacobian_norms(output: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
     return squares.sqrt()
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Plot ``|| d y_L / d x_j ||`` against ``L - j`` for a tanh RNN and for self-attention.
 
@@ -47,7 +47,6 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     length, width, samples = (PRESETS[size][k] for k in ("length", "width", "samples"))
-    units = units or load_units()
     rc, attention = units.need("recurrent_cells"), units.need("attention")
     generator = seeded()
     # float64: the RNN's dependence falls below float32's range within ~60 steps.

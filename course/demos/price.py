@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, best_time, check_size, length_axis, load_units, loglog_slope, pyplot, save, seeded, single_threaded
+from ._common import Units, best_time, check_size, demo, length_axis, loglog_slope, pyplot, save, seeded
 
 NAME = "price"
 TITLE = "The price: O(n^2) time and memory"
@@ -33,7 +33,7 @@ def saved_bytes(fn) -> int:
     return sum(storages.values())
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Memory kept for backward and forward time, against L, for attention and an RNN.
 
@@ -44,7 +44,6 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     lengths, width, time_lengths = (PRESETS[size][k] for k in ("lengths", "width", "time_lengths"))
-    units = units or load_units()
     rc, attention = units.need("recurrent_cells"), units.need("attention")
     generator = seeded()
     cell = rc.RNNCell(width, width)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+from ._common import Units, check_size, demo, pyplot, save, seeded
 
 NAME = "residual_depth"
 TITLE = "Residuals let depth train"
@@ -47,7 +47,7 @@ def input_gradient(blocks, x: torch.Tensor, target: torch.Tensor, step) -> float
     return float(grad.norm())
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Gradient norm at the input of stacks of 1..N random blocks, with and without residual paths.
 
@@ -59,7 +59,7 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     depths, dim, length = (PRESETS[size][k] for k in ("depths", "dim", "length"))
-    block_module = (units or load_units()).need("transformer_block")
+    block_module = units.need("transformer_block")
     generator = seeded()
     blocks = [block_module.TransformerBlock(dim, 2, 4 * dim, norm_first=True).double() for _ in range(max(depths))]
     post = [block_module.TransformerBlock(dim, 2, 4 * dim, norm_first=False).double() for _ in range(max(depths))]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+from ._common import Units, check_size, demo, pyplot, save, seeded
 
 NAME = "rnn_decay"
 TITLE = "An RNN's signal decays with distance"
@@ -32,7 +32,7 @@ def _cells(rc, hidden: int) -> dict:
     return cells
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Plot ``gradient_norms`` against distance for a tanh RNN and two LSTMs.
 
@@ -41,7 +41,7 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     steps, hidden = PRESETS[size]["steps"], PRESETS[size]["hidden"]
-    rc = (units or load_units()).need("recurrent_cells")
+    rc = units.need("recurrent_cells")
     generator = seeded()
     # float64: the tanh RNN's gradient falls below float32's range within ~60 steps.
     cells = {name: cell.double() for name, cell in _cells(rc, hidden).items()}

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, load_units, pyplot, save, seeded, single_threaded
+from ._common import Units, check_size, demo, pyplot, save, seeded
 
 NAME = "scaling"
 TITLE = "Why divide by sqrt(d_k)"
@@ -39,7 +39,7 @@ def softmax_gradient_norm(softmax, scores: torch.Tensor) -> float:
     return float(squares.sqrt().mean())
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Variance of q.k, the largest softmax weight and the softmax gradient, against d_k.
 
@@ -50,7 +50,7 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     dims, queries, keys = (PRESETS[size][k] for k in ("dims", "queries", "keys"))
-    attention = (units or load_units()).need("attention")
+    attention = units.need("attention")
     generator = seeded()
     result = {k: [] for k in ("variance", "scaled_variance", "max_weight", "scaled_max_weight",
                               "gradient", "scaled_gradient")}

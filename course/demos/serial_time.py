@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, best_time, check_size, length_axis, load_units, loglog_slope, pyplot, save, seeded, single_threaded
+from ._common import Units, best_time, check_size, demo, length_axis, loglog_slope, pyplot, save, seeded
 
 NAME = "serial_time"
 TITLE = "Recurrence is serial"
@@ -36,7 +36,7 @@ def forward_passes(units: Units, length: int, width: int, generator: torch.Gener
     return rnn, attend
 
 
-@single_threaded
+@demo
 def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """Time one forward pass against the length, for the unrolled cell and for attention.
 
@@ -46,7 +46,6 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     """
     check_size(size)
     lengths, width = PRESETS[size]["lengths"], PRESETS[size]["width"]
-    units = units or load_units()
     generator = seeded()
     rnn_s, att_s = [], []
     for length in lengths:

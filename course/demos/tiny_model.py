@@ -66,7 +66,7 @@ def train_tiny_model(units: Units | None = None, *, steps: int = 400, batch: int
 
 
 def _train(units, steps, batch, lengths, seed) -> Trained:
-    multi_head = (units or load_units()).need("multi_head")
+    multi_head = (load_units() if units is None else units).need("multi_head")
     generator = seeded(seed)
     model = TinyModel(multi_head)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)

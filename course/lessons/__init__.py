@@ -6,25 +6,26 @@ A placeholder on a line of its own stands for a code cell, the same in every
 language:
 
   ``{{ setup }}``        the parameters cell (size of the demos, whose code they run)
-  ``{{ exercise }}``     the unit's code, as an nbgrader solution cell (from solutions/)
+  ``{{ exercise }}``     the unit's code, as an nbgrader solution cell (from solutions/;
+                         in a student's bundle, which has none, the stub in assignments/)
   ``{{ demo: NAME }}``   run demo NAME of ``course.demos`` and show its plot
 
 :func:`render` turns a lesson into a jupytext percent-format script;
 ``python -m course.lessons OUT_DIR`` writes every lesson as ``.py`` and ``.ipynb``.
+The units are the ones ``course/course.toml`` lists, in its order.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
+from autograder.core.manifest import Course, load_course
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-UNITS = ("recurrent_cells", "attention", "multi_head", "positional_encoding", "transformer_block")
 PLACEHOLDER = re.compile(r"^\{\{\s*(?P<kind>[a-z_]+)\s*(?::\s*(?P<arg>[a-z_0-9]+))?\s*\}\}\s*$")
-# In a notebook there is no package: a unit's relative imports of its siblings
-# go to the trusted stand-ins (as when the grader isolates a unit).
-SIBLING_PACKAGE = "course.stand_ins"
 
 SETUP = '''# SIZE: "small" runs every demo in seconds, "full" draws the plots of the course.
 SIZE = "full"
@@ -39,13 +40,21 @@ result = run_demo("{name}", PLOTS, size=SIZE, units=units_for(SOURCE, "{unit}", 
 show(result)'''
 
 
-def languages() -> list[str]:
-    return sorted(p.name for p in HERE.iterdir() if p.is_dir() and not p.name.startswith("_"))
+@functools.cache
+def lesson_course() -> Course:
+    """The course these lessons belong to: the manifest of the tree they sit in."""
+    return load_course(ROOT)
+
+
+def languages(folder: Path = HERE) -> list[str]:
+    """The language folders of a lessons folder (``en``, ...)."""
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 
 def lesson_path(unit: str, lang: str = "en") -> Path:
-    if unit not in UNITS:
-        raise ValueError(f"no unit {unit!r}; the units are {', '.join(UNITS)}")
+    units = lesson_course().units
+    if unit not in units:
+        raise ValueError(f"no unit {unit!r}; the units are {', '.join(units)}")
     return HERE / lang / f"{unit}.md"
 
 
@@ -66,10 +75,26 @@ def parse(text: str) -> list[tuple[str, str]]:
     return parts
 
 
-def exercise_code(unit: str, sibling_package: str = SIBLING_PACKAGE) -> str:
-    """The unit's reference file with its sibling imports made absolute."""
-    source = (ROOT / "solutions" / f"{unit}.py").read_text(encoding="utf-8")
-    return re.sub(r"^from \.(\w+) import", rf"from {sibling_package}.\1 import", source, flags=re.M).rstrip()
+def _sibling_module(course: Course, unit: str, sibling: str) -> str:
+    """Where a notebook imports ``unit``'s sibling from: its trusted stand-in where the course has
+    it (as when the grader isolates a unit), else the student's own file in assignments/ (a
+    student's bundle ships no stand-ins; ``check`` also runs a student's units together)."""
+    stand_in = course.units[unit].stand_ins.get(sibling)
+    path = course.root / stand_in if stand_in else None
+    if path is None or not path.is_file():
+        path = course.assignments / f"{sibling}.py"
+    return ".".join(path.relative_to(course.root).with_suffix("").parts)
+
+
+def exercise_code(unit: str) -> str:
+    """The unit's file, its sibling imports made absolute (a notebook has no package): the
+    reference in solutions/, or the stub in assignments/ where there is no solutions/ (a
+    student's bundle)."""
+    course = lesson_course()
+    folder = course.solutions if course.solutions.is_dir() else course.assignments
+    source = (folder / course.units[unit].file).read_text(encoding="utf-8")
+    return re.sub(r"^from \.(\w+) import", lambda m: f"from {_sibling_module(course, unit, m[1])} import",
+                  source, flags=re.M).rstrip()
 
 
 def _code_cell(code: str, **metadata) -> str:
@@ -82,7 +107,7 @@ def _markdown_cell(text: str) -> str:
     return "# %% [markdown]\n" + "\n".join(lines) + "\n"
 
 
-def render(unit: str, lang: str = "en", *, sibling_package: str = SIBLING_PACKAGE) -> str:
+def render(unit: str, lang: str = "en") -> str:
     """The lesson as a jupytext percent-format script (the source of the nbgrader notebook)."""
     from course.demos import DEMOS
 
@@ -93,7 +118,7 @@ def render(unit: str, lang: str = "en", *, sibling_package: str = SIBLING_PACKAG
         elif kind == "setup":
             cells.append(_code_cell(SETUP, tags=["parameters"]))
         elif kind == "exercise":
-            cells.append(_code_cell(exercise_code(unit, sibling_package), nbgrader={
+            cells.append(_code_cell(exercise_code(unit), nbgrader={
                 "grade": False, "grade_id": f"{unit}_code", "locked": False,
                 "schema_version": 3, "solution": True, "task": False}))
         elif kind == "demo":
@@ -111,7 +136,7 @@ def write_all(out_dir: Path, lang: str = "en", *, notebooks: bool = True) -> lis
     """Write every lesson as ``<unit>.py`` (jupytext percent) and, with jupytext, ``<unit>.ipynb``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for unit in UNITS:
+    for unit in lesson_course().units:
         script = render(unit, lang)
         path = out_dir / f"{unit}.py"
         path.write_text(script, encoding="utf-8")

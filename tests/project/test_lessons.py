@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from course import lessons  # noqa: E402
-from course.demos import DEMOS, load_units, run_demo  # noqa: E402
+from course import lessons, make_plots  # noqa: E402
+from course.demos import DEMOS, UnitNotImplemented, load_units, run_demo, units_for  # noqa: E402
 
 PNG_LIMIT = 200_000  # bytes: small enough to commit (the README shows two of them)
 
@@ -132,39 +132,86 @@ def test_demos_run_on_a_students_folder(tmp_path):
     for name in ("attention", "multi_head", "positional_encoding"):
         shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
     units = load_units(folder)
-    assert units.recurrent_cells is None and units.source == str(folder)
-    assert units.multi_head.__name__.endswith(".multi_head")
+    assert list(units) == ["attention", "multi_head", "positional_encoding"] and units.source == str(folder)
+    assert units.need("multi_head").__name__.endswith(".multi_head")
     r = run_small("order", tmp_path / "plots", units=units)
     assert max(r["difference"]["no positions"]) < 1e-5
-    with pytest.raises(ValueError, match="recurrent_cells"):
+    with pytest.raises(ValueError, match="recurrent_cells.py"):
         run_demo("rnn_decay", tmp_path, size="small", units=units)
+    with pytest.raises(ValueError, match="no unit 'rnn'"):
+        units.need("rnn")
 
 
-def test_without_solutions_the_demos_use_stand_ins_and_assignments():
-    """A student's release has no solutions/: the other units come from the stand-ins and assignments/."""
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path, target=None):\n"
-        "        if name.split('.')[0] == 'solutions':\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from course.demos import load_units\n"
-        "u = load_units()\n"
-        "print(u.attention.__file__, u.recurrent_cells.__file__)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def test_without_solutions_the_demos_use_stand_ins_and_assignments(tmp_path):
+    """A tree without solutions/: the units come from the stand-ins, then from assignments/."""
+    course = tmp_path / "tree"
+    (course / "course").mkdir(parents=True)
+    shutil.copyfile(ROOT / "course" / "course.toml", course / "course" / "course.toml")
+    for part in ("course/demos", "course/stand_ins", "assignments"):
+        shutil.copytree(ROOT / part, course / part)
+    code = ("from course.demos import load_units\n"
+            "u = load_units()\n"
+            "print(u.need('attention').__file__, u.need('recurrent_cells').__file__, len(u))\n"
+            "print(u.source)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=course, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(course)})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    attention, recurrent = proc.stdout.split()
-    assert Path(attention) == ROOT / "course" / "stand_ins" / "attention.py"
-    assert Path(recurrent) == ROOT / "assignments" / "recurrent_cells.py"
+    files, source = proc.stdout.splitlines()
+    attention, recurrent, count = files.split()
+    assert Path(attention) == course / "course" / "stand_ins" / "attention.py"
+    assert Path(recurrent) == course / "assignments" / "recurrent_cells.py"
+    assert int(count) == len(lessons.lesson_course().units) and source == "stand-ins + assignments"
+
+
+def stub_folder(tmp_path: Path, solved: tuple[str, ...] = ()) -> Path:
+    """assignments/ (the stubs) with the units in ``solved`` replaced by the reference."""
+    folder = tmp_path / "units"
+    shutil.copytree(ROOT / "assignments", folder)
+    for name in solved:
+        shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
+    return folder
+
+
+@pytest.mark.parametrize("solved, message", [
+    ((), r"implement attention\.py first, then multi_head\.py \(multi_head\.py says: __init__: not implemented"),
+    (("attention",), r"implement multi_head\.py first \("),
+    (("multi_head",), r"implement attention\.py first \(attention\.py says: \w+: not implemented yet\)"),
+])
+def test_a_demo_on_stubs_names_the_file_to_implement_first(tmp_path, solved, message):
+    """The stub hit, after the siblings it imports that are still stubs, in course order."""
+    units = load_units(stub_folder(tmp_path, solved))
+    with pytest.raises(UnitNotImplemented, match=message):
+        run_demo("heads", tmp_path, size="small", units=units)
+
+
+def test_a_notebooks_own_stub_is_named_too(tmp_path):
+    """In a lesson notebook the unit is the notebook's namespace (units_for), not a file."""
+    namespace = {"__name__": "__main__"}
+    exec(compile((ROOT / "assignments" / "attention.py").read_text(encoding="utf-8"), "<cell>", "exec"), namespace)
+    with pytest.raises(UnitNotImplemented, match=r"^implement attention\.py first \(attention\.py says"):
+        run_demo("scaling", tmp_path, size="small", units=units_for("notebook", "attention", namespace))
+
+
+def test_torchs_own_not_implemented_error_is_not_a_stub(tmp_path):
+    """Raised in a module that is not a unit (as torch raises it for an operator a device lacks)."""
+    helper, attention = {"__name__": "helper"}, {"__name__": "__main__"}
+    exec("def missing(*args, **kwargs):\n    raise NotImplementedError('no kernel for this device')\n", helper)
+    attention.update(scaled_dot_product_attention=helper["missing"], softmax=helper["missing"])
+    with pytest.raises(NotImplementedError, match="no kernel"):
+        run_demo("scaling", tmp_path, size="small", units=units_for("notebook", "attention", attention))
+
+
+def test_make_plots_on_stubs_exits_2_naming_the_file(tmp_path, capsys):
+    assert make_plots.main([str(tmp_path), "--size", "small", "--only", "scaling",
+                            "--source", str(ROOT / "assignments")]) == 2
+    assert "scaling: implement attention.py first" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the lesson sources
 
 def test_every_unit_has_an_english_lesson_with_each_demo_once():
     seen = []
-    for unit in lessons.UNITS:
+    for unit in lessons.lesson_course().units:
         parts = lessons.parse(lessons.lesson_path(unit).read_text(encoding="utf-8"))
         kinds = [kind for kind, _ in parts]
         assert kinds.count("setup") == 1 and kinds.count("exercise") == 1, unit
@@ -193,7 +240,7 @@ def test_prose_holds_no_code_cells():
         assert "```" not in path.read_text(encoding="utf-8"), f"{path.name}: move code into a placeholder"
 
 
-@pytest.mark.parametrize("unit", lessons.UNITS)
+@pytest.mark.parametrize("unit", list(lessons.lesson_course().units))
 def test_lesson_renders_as_a_jupytext_notebook(unit):
     jupytext = pytest.importorskip("jupytext")
     script = lessons.render(unit)

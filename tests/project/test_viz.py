@@ -84,6 +84,14 @@ def test_cli_trains_the_tiny_model_with_a_students_module(tmp_path):
     assert viz.main(["a b", "-o", str(out), "--source", str(tmp_path / "missing")]) == 2
 
 
+def test_cli_on_the_stubs_says_what_to_implement_first(tmp_path, capsys):
+    """The stubs still in place: the tiny model's multi_head.py needs attention.py, written first."""
+    out = tmp_path / "page.html"
+    assert viz.main(["a b", "-o", str(out), "--source", str(ROOT / "assignments"), "--steps", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attn-course viz: implement attention.py first, then multi_head.py (") and not out.exists()
+
+
 def test_cli_takes_the_students_weights(tmp_path):
     weights = tmp_path / "w.json"
     weights.write_text(json.dumps({"tokens": TOKENS, "weights": [HEAD0, HEAD1]}))
