@@ -20,8 +20,10 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.authoring.contract import unit_section
 from autograder.authoring.cells import KERNEL_SIDE, Chunk, split_module
-from autograder.authoring.lesson import lesson_parts
+from autograder.authoring import stubgen
+from autograder.authoring.lesson import LANGUAGE, lesson_parts
 from autograder.authoring.rubric import rubric
 from autograder.core.manifest import Course
 
@@ -67,7 +69,10 @@ def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list
         "**How this notebook is graded.** "
         "Fill in every cell that says `YOUR CODE HERE`; the docstrings give the shape of every input and "
         "output. Only these answer cells are graded, as the file `" + spec.file + "` they make up "
-        "(read-only cells are restored before grading). Put any helper or extra import inside an answer cell."))]
+        "(read-only cells are restored before grading). Put any helper or extra import inside an answer cell.")),
+        _markdown("", f"### The contract of this unit\n\nFrom `{course.api.name}` (its general rules, on shapes, "
+                      "devices, precision, errors and forbidden constructs, hold for every unit):\n\n"
+                      + unit_section(course, unit).replace("## ", "#### ", 1))]
     first_frame = True
     for chunk in chunks:
         if chunk.kind == "answer":
@@ -117,12 +122,15 @@ def _test_cells(course: Course, unit: str) -> list:
     return cells
 
 
-def build_notebook(course: Course, unit: str) -> nbformat.NotebookNode:
+def build_notebook(course: Course, unit: str, *, lang: str = LANGUAGE, student: bool = False) -> nbformat.NotebookNode:
+    """The notebook of ``unit`` in ``lang``: the nbgrader source (answers filled in), or with
+    ``student`` what a student gets, as nbgrader's release makes it (each solution region
+    cleared, the hidden tests' region removed). The lessons render through here too."""
     spec = course.units[unit]
     path = course.solutions / spec.file
     docstring, docstring_file, chunks = split_module(path.read_text(encoding="utf-8"), unit, f"{course.solutions.name}/{spec.file}")
     cells = []
-    for kind, text in lesson_parts(course, unit, docstring):
+    for kind, text in lesson_parts(course, unit, docstring, lang):
         if kind == "markdown":
             cells.append(_markdown("", text))
         elif kind == "exercise":
@@ -132,6 +140,9 @@ def build_notebook(course: Course, unit: str) -> nbformat.NotebookNode:
             tag = course.brand.demo_tag
             cell.metadata = {"tags": ["parameters", tag] if kind == "setup" else [tag]}
             cells.append(cell)
+    if student:
+        for cell in cells:
+            _release(cell)
     for number, cell in enumerate(cells):  # deterministic ids (nbformat's are random), at most 64 characters
         cell.id = f"{unit.replace('_', '-')}-{number:02d}"
     nb = nbformat.v4.new_notebook(cells=cells)
@@ -139,6 +150,16 @@ def build_notebook(course: Course, unit: str) -> nbformat.NotebookNode:
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
                    course.brand.metadata_key: {"unit": unit, "file": spec.file}}
     return nb
+
+
+def _release(cell: nbformat.NotebookNode) -> None:
+    """What nbgrader's ClearSolutions and ClearHiddenTests do to a cell."""
+    meta = cell.metadata.get("nbgrader", {})
+    if meta.get("solution"):
+        cell.source = stubgen.clear_regions(cell.source)
+    if HIDDEN_BEGIN in cell.source:
+        before, rest = cell.source.split(HIDDEN_BEGIN, 1)
+        cell.source = (before + rest.split(HIDDEN_END, 1)[1]).strip("\n")
 
 
 def notebook_path(course: Course, unit: str) -> Path:

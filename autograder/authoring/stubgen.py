@@ -90,6 +90,16 @@ def make_stub(source: str, origin: str) -> str:
     return header + "\n".join(out) + "\n"
 
 
+def clear_regions(text: str) -> str:
+    """A notebook answer cell's release text: what nbgrader's ClearSolutions writes for each region."""
+    lines = text.splitlines()
+    out, cursor = [], 0
+    for region in find_regions(lines):
+        out += lines[cursor:region.start] + [f"{region.indent}# YOUR CODE HERE", f"{region.indent}raise NotImplementedError()"]
+        cursor = region.end + 1
+    return "\n".join(out + lines[cursor:])
+
+
 def expected_stubs(solutions: Path) -> dict[str, str]:
     """File name -> the stub text ``build`` writes for it (files without regions are copied)."""
     stubs = {}

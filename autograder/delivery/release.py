@@ -13,6 +13,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import nbformat
+
+from autograder.authoring.lesson import lesson_source
+from autograder.authoring.notebook import build_notebook
 from autograder.delivery.classroom import workflow
 from autograder.core.manifest import Course
 from autograder.core.versions import requirement
@@ -59,6 +63,17 @@ def release(course: Course, out: Path) -> Path:
     (out / "README.md").write_text(course.student_readme.read_text(encoding="utf-8").format(
         course=course.name, command=brand.command, api=course.api.relative_to(course.root).as_posix()),
         encoding="utf-8")
+    _student_notebooks(course, out / course.lessons.relative_to(course.root))
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(course), encoding="utf-8")
     return out
+
+
+def _student_notebooks(course: Course, folder: Path) -> None:
+    """Each lesson, in every language it is written in, as the notebook a student gets (the
+    bundle has no solutions to build it from): ``<lessons>/<lang>/<unit>.ipynb``."""
+    for lang in sorted({p.parent.name for p in course.lessons.glob("*/*.md")}):
+        for unit in course.units:
+            if lesson_source(course, unit, lang) is not None:
+                nb = build_notebook(course, unit, lang=lang, student=True)
+                nbformat.write(nb, str(folder / lang / f"{unit}.ipynb"))

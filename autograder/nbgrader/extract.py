@@ -14,16 +14,6 @@ from pathlib import Path
 from autograder.authoring import stubgen
 
 
-def _stub(text: str) -> str:
-    """An answer cell's release text (what nbgrader's ClearSolutions writes)."""
-    lines = text.splitlines()
-    out, cursor = [], 0
-    for region in stubgen.find_regions(lines):
-        out += lines[cursor:region.start] + [f"{region.indent}# YOUR CODE HERE", f"{region.indent}raise NotImplementedError()"]
-        cursor = region.end + 1
-    return "\n".join(out + lines[cursor:])
-
-
 def answers(submitted: dict) -> dict[str, str]:
     """grade_id -> source of each nbgrader solution code cell (first one wins)."""
     found: dict[str, str] = {}
@@ -88,7 +78,7 @@ def module_source(layout: dict, submitted: dict | None, key: str) -> str:
                 parts.append(given[gid])
                 continue
             moved = [d for d in (_definition(text, part.get("defines", "")) for text in ordinary) if d]
-            parts.append(moved[-1] if moved else _stub(source))
+            parts.append(moved[-1] if moved else stubgen.clear_regions(source))
     return "\n\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 

@@ -23,7 +23,8 @@ _stand_ins: dict[str, dict[str, types.ModuleType]] = {}
 def sibling(unit: str, name: str) -> types.ModuleType:
     """The sibling ``name`` that ``unit``'s notebook uses: the grader's trusted stand-in where the
     course has it (the instructor's and the grader's machines), else the student's own file,
-    as ``check`` uses it (a student's copy of the course holds no stand-ins)."""
+    in the course's assignments folder, as ``check`` uses it (a student's copy of the course
+    holds no stand-ins)."""
     course = load_course()
     spec = course.units[unit]
     if name not in spec.stand_ins:
@@ -32,10 +33,9 @@ def sibling(unit: str, name: str) -> types.ModuleType:
         if unit not in _stand_ins:
             _stand_ins[unit] = load_stand_ins(course, spec)
         return _stand_ins[unit][name]
-    own = load_folder(course, Path.cwd()) if (Path.cwd() / course.units[name].file).is_file() else {}
-    own = own or load_folder(course, course.assignments)
+    own = load_folder(course, course.assignments)
     if name not in own:
-        raise ImportError(f"this notebook needs your {course.units[name].file}: put it next to the notebook")
+        raise ImportError(f"this notebook needs your {course.units[name].file} in {course.assignments}")
     return own[name]
 
 

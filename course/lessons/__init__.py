@@ -6,18 +6,17 @@ A placeholder on a line of its own stands for a code cell, the same in every
 language:
 
   ``{{ setup }}``        the parameters cell (size of the demos, whose code they run)
-  ``{{ exercise }}``     the unit's code, as an nbgrader solution cell (from solutions/;
-                         in a student's bundle, which has none, the stub in assignments/)
+  ``{{ exercise }}``     the unit's code and tests, as the nbgrader notebook's cells
   ``{{ demo: NAME }}``   run demo NAME of ``course.demos`` and show its plot
 
-:func:`render` turns a lesson into a jupytext percent-format script;
-``python -m course.lessons OUT_DIR`` writes every lesson as ``.py`` and ``.ipynb``.
+The engine renders a lesson (``autograder.authoring.notebook``: the same notebook
+nbgrader grades); :func:`render` gives it as a jupytext percent-format script, and
+``python -m course.lessons OUT_DIR`` writes every lesson as ``.ipynb`` and ``.py``.
 The units are the ones ``course/course.toml`` lists, in its order.
 """
 from __future__ import annotations
 
 import functools
-import json
 import re
 from pathlib import Path
 
@@ -75,76 +74,37 @@ def parse(text: str) -> list[tuple[str, str]]:
     return parts
 
 
-def _sibling_module(course: Course, unit: str, sibling: str) -> str:
-    """Where a notebook imports ``unit``'s sibling from: its trusted stand-in where the course has
-    it (as when the grader isolates a unit), else the student's own file in assignments/ (a
-    student's bundle ships no stand-ins; ``check`` also runs a student's units together)."""
-    stand_in = course.units[unit].stand_ins.get(sibling)
-    path = course.root / stand_in if stand_in else None
-    if path is None or not path.is_file():
-        path = course.assignments / f"{sibling}.py"
-    return ".".join(path.relative_to(course.root).with_suffix("").parts)
+def notebook(unit: str, lang: str = "en"):
+    """The lesson as a notebook, rendered by the engine (the nbgrader notebooks' renderer): in the
+    instructor's tree from solutions/, answers filled in; in a student's bundle, which has no
+    solutions, the student notebook the release wrote beside the lesson."""
+    import nbformat
 
+    from autograder.authoring.notebook import build_notebook
 
-def exercise_code(unit: str) -> str:
-    """The unit's file, its sibling imports made absolute (a notebook has no package): the
-    reference in solutions/, or the stub in assignments/ where there is no solutions/ (a
-    student's bundle)."""
     course = lesson_course()
-    folder = course.solutions if course.solutions.is_dir() else course.assignments
-    source = (folder / course.units[unit].file).read_text(encoding="utf-8")
-    return re.sub(r"^from \.(\w+) import", lambda m: f"from {_sibling_module(course, unit, m[1])} import",
-                  source, flags=re.M).rstrip()
-
-
-def _code_cell(code: str, **metadata) -> str:
-    header = "# %%" + "".join(f" {key}={json.dumps(value)}" for key, value in metadata.items())
-    return f"{header}\n{code.rstrip()}\n"
-
-
-def _markdown_cell(text: str) -> str:
-    lines = [("# " + line) if line.strip() else "#" for line in text.splitlines()]
-    return "# %% [markdown]\n" + "\n".join(lines) + "\n"
+    lesson_path(unit, lang)  # an unknown unit is refused by name
+    if course.solutions.is_dir():
+        return build_notebook(course, unit, lang=lang)
+    return nbformat.read(str(HERE / lang / f"{unit}.ipynb"), as_version=4)
 
 
 def render(unit: str, lang: str = "en") -> str:
-    """The lesson as a jupytext percent-format script (the source of the nbgrader notebook)."""
-    from course.demos import DEMOS
+    """The lesson as a jupytext percent-format script."""
+    import jupytext
 
-    cells = []
-    for kind, arg in parse(lesson_path(unit, lang).read_text(encoding="utf-8")):
-        if kind == "markdown":
-            cells.append(_markdown_cell(arg))
-        elif kind == "setup":
-            cells.append(_code_cell(SETUP, tags=["parameters"]))
-        elif kind == "exercise":
-            cells.append(_code_cell(exercise_code(unit), nbgrader={
-                "grade": False, "grade_id": f"{unit}_code", "locked": False,
-                "schema_version": 3, "solution": True, "task": False}))
-        elif kind == "demo":
-            if arg not in DEMOS:
-                raise ValueError(f"{lesson_path(unit, lang)}: no demo named {arg!r}")
-            cells.append(_code_cell(DEMO.format(name=arg, unit=unit)))
-        else:
-            raise ValueError(f"{lesson_path(unit, lang)}: unknown placeholder {{{{ {kind} }}}}")
-    header = ("# ---\n# jupyter:\n#   jupytext:\n#     formats: ipynb,py:percent\n"
-              "#   kernelspec:\n#     display_name: Python 3\n#     language: python\n#     name: python3\n# ---\n")
-    return header + "\n" + "\n".join(cells)
+    return jupytext.writes(notebook(unit, lang), fmt="py:percent")
 
 
-def write_all(out_dir: Path, lang: str = "en", *, notebooks: bool = True) -> list[Path]:
-    """Write every lesson as ``<unit>.py`` (jupytext percent) and, with jupytext, ``<unit>.ipynb``."""
+def write_all(out_dir: Path, lang: str = "en") -> list[Path]:
+    """Write every lesson as ``<unit>.ipynb`` and ``<unit>.py`` (jupytext percent)."""
+    import nbformat
+
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for unit in lesson_course().units:
-        script = render(unit, lang)
-        path = out_dir / f"{unit}.py"
-        path.write_text(script, encoding="utf-8")
-        written.append(path)
-        if notebooks:
-            import jupytext
-
-            notebook = jupytext.reads(script, fmt="py:percent")
-            jupytext.write(notebook, out_dir / f"{unit}.ipynb")
-            written.append(out_dir / f"{unit}.ipynb")
+        nb = notebook(unit, lang)
+        nbformat.write(nb, str(out_dir / f"{unit}.ipynb"))
+        (out_dir / f"{unit}.py").write_text(render(unit, lang), encoding="utf-8")
+        written += [out_dir / f"{unit}.ipynb", out_dir / f"{unit}.py"]
     return written

@@ -77,19 +77,23 @@ def test_check_scores_the_stubs_zero(bundle):
 
 
 def test_lessons_render_from_the_stubs_and_name_the_file_to_write(bundle):
-    """The lessons are written from assignments/ (no solutions/ here); run as a script, a lesson's
-    demo on the stubs stops with the files to implement, in order."""
+    """The lessons are the student notebooks the release wrote (no solutions/ here); run as a script
+    on the stubs, a lesson stops at its first public test, which names what to implement."""
     out = bundle["top"] / "lessons"
     run(bundle["python"], "-m", "course.lessons", out, cwd=bundle["root"])
     script = (out / "multi_head.py").read_text(encoding="utf-8")
-    assert "from assignments.attention import scaled_dot_product_attention" in script, "the student's own sibling"
-    assert "course.stand_ins" not in script and "not implemented yet" in script
+    # The student notebook, as nbgrader's release makes it: solutions cleared, the sibling through
+    # the kernel side (here, with no stand-ins shipped, the student's own attention.py).
+    assert "scaled_dot_product_attention = sibling('multi_head', 'attention').scaled_dot_product_attention" in script
+    assert "### BEGIN SOLUTION" not in script and "raise NotImplementedError()" in script
+    assert "hidden_tests(" not in script and "course.stand_ins" not in script
     assert (out / "multi_head.ipynb").is_file()
     small = script.replace('SIZE = "full"', 'SIZE = "small"').replace('PLOTS = "plots"', f'PLOTS = {str(out)!r}')
     (out / "multi_head.py").write_text(small, encoding="utf-8")
     proc = run(bundle["python"], out / "multi_head.py", cwd=out, check=False)
+    # Run top to bottom on the stubs, it stops at the first public test cell, naming the property.
     assert proc.returncode == 1
-    assert re.search(r"UnitNotImplemented: implement attention\.py first, then multi_head\.py \(", proc.stderr), \
+    assert re.search(r"AssertionError: split_heads .*: not implemented yet \(multi_head\.py line \d+\)", proc.stderr), \
         proc.stderr[-2000:]
 
 

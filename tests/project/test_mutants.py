@@ -15,10 +15,8 @@ from autograder.core.manifest import load_course
 COURSE = load_course(ROOT)
 ALTERNATIVES = ROOT / "tests" / "alternatives"
 # One xdist group per unit: all of a unit's checks share its two grading runs.
-UNITS = [
-    pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u)
-    for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()
-]
+# Every unit: one without its catalogue fails here (and in test_registry), it is never skipped.
+UNITS = [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in COURSE.units]
 # Properties no mutant can reach on this machine, with the reason.
 UNCATCHABLE = {
     "test_cpu_and_cuda_agree": "needs a CUDA device; worth no points, so it cannot lose any",
@@ -38,10 +36,9 @@ class Graded(dict):
     def __missing__(self, unit: str) -> dict[str, dict]:
         spec = COURSE.units[unit]
         base = self.tmp.mktemp(unit)
-        cases = {"solutions": COURSE.solutions, "assignments": COURSE.assignments}
-        if (ALTERNATIVES / spec.file).is_file():
-            cases["alternative"] = shutil.copytree(COURSE.solutions, base / "alternative")
-            shutil.copy(ALTERNATIVES / spec.file, cases["alternative"] / spec.file)
+        cases = {"solutions": COURSE.solutions, "assignments": COURSE.assignments,
+                 "alternative": shutil.copytree(COURSE.solutions, base / "alternative")}
+        shutil.copy(ALTERNATIVES / spec.file, cases["alternative"] / spec.file)
         for m in mutants.load(unit):
             cases[m["name"]] = mutants.write(spec.file, m, base / m["name"])
         results = grade_json(list(cases.values()), [unit], *self.options)

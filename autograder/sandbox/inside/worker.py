@@ -206,13 +206,16 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
     limits = spawn["limits"]
     test = None
 
-    def reply(header: dict, values: dict | None = None) -> None:
+    def send(frame: bytes) -> None:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except BaseException:  # noqa: BLE001 - the submission may have replaced the streams
                 pass
-        transport.write_all(rep_fd, transport.pack(header, values))
+        transport.write_all(rep_fd, frame)
+
+    def reply(header: dict) -> None:
+        send(transport.pack(header))
 
     def seen(unit: str) -> list[str]:
         return sorted(inner.runtime_uses(unit))
@@ -243,13 +246,13 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
             call = transport.call_from(values["call"])
             if call.unit != spawn["unit"]:
                 os._exit(70)
-            reply(*_answer(inner, call, limits, seen))
+            send(_answer(inner, call, limits, seen))
         elif op == "stop":
             os._exit(0)
 
 
-def _answer(inner, call, limits: dict, seen) -> tuple[dict, dict | None]:
-    """The reply frame (header, values) to one call."""
+def _answer(inner, call, limits: dict, seen) -> bytes:
+    """The reply frame to one call, packed (packing is where an unsendable output shows)."""
     import gc
 
     from autograder.core.protocol import Failure, StudentError
@@ -266,10 +269,10 @@ def _answer(inner, call, limits: dict, seen) -> tuple[dict, dict | None]:
         gc.collect(1)
     else:
         try:
-            return {"op": "result", "ok": True, "seen": seen(call.unit)}, transport.result_values(result)
+            return transport.pack({"op": "result", "ok": True, "seen": seen(call.unit)}, transport.result_values(result))
         except TypeError as why:
             error = StudentError(Failure.BAD_OUTPUT, f"the output cannot be sent back: {why}")
-    return {"op": "result", "ok": False, **transport.error_header(error), "seen": seen(call.unit)}, None
+    return transport.pack({"op": "result", "ok": False, **transport.error_header(error), "seen": seen(call.unit)})
 
 
 # -- the zygote ---------------------------------------------------------------------
