@@ -24,7 +24,6 @@ from pathlib import Path
 
 from rich.console import Console
 
-from autograder.authoring import notebook, stubgen
 from autograder.core.manifest import Course, load_course
 from autograder.delivery import classroom
 from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
@@ -109,6 +108,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 # -- the commands: each takes the course and its parsed arguments, returns an exit code ----------
 
 def _build(course: Course, args) -> int:
+    from autograder.authoring import notebook, stubgen  # nbformat's import alone takes a second
+
     if args.check:
         stale = stubgen.stale(course.solutions, course.assignments) + notebook.stale(course)
         print("stale: " + ", ".join(stale) if stale else "all stubs and notebooks are current")

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.core.protocol import NOT_IMPLEMENTED
+from autograder.core.results import NOT_IMPLEMENTED
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import torch
 
+from autograder.core.results import NOT_IMPLEMENTED
+
 
 @dataclass(frozen=True)
 class New:
@@ -80,9 +82,6 @@ class Failure(StrEnum):
     BAD_OUTPUT = "BadOutput"  # the output cannot be used (a tensor subclass, an object, a malformed reply)
     UNAVAILABLE = "Unavailable"  # the unit did not load
     CRASHED = "Crashed"  # the sandbox lost the worker
-
-
-NOT_IMPLEMENTED = "not implemented yet"  # what a stub's NotImplementedError reads as, in every report
 
 
 class StudentError(Exception):

@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+NOT_IMPLEMENTED = "not implemented yet"  # what a stub's NotImplementedError reads as, in every report
+
+
 def _round(x: float) -> float:
     return round(float(x), 4)
 

@@ -7,8 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autograder.core.protocol import NOT_IMPLEMENTED
-from autograder.core.results import GradeResult, UnitResult
+from autograder.core.results import NOT_IMPLEMENTED, GradeResult, UnitResult
 
 
 def _points(score: float, max_score: float) -> str:

@@ -22,7 +22,7 @@ import torch
 
 from autograder.core.loader import load_folder, load_stand_ins
 from autograder.core.manifest import Course, load_course
-from autograder.core.protocol import NOT_IMPLEMENTED
+from autograder.core.results import NOT_IMPLEMENTED
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = ("small", "full")
