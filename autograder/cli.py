@@ -59,6 +59,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="regenerate assignments/ and the nbgrader notebooks from solutions/")
     build.add_argument("--check", action="store_true", help="only report stale files (exit 1 if any)")
+    build.add_argument("--lang", help="the notebooks' language (default: course.toml's [course] language)")
 
     batch = sub.add_parser("grade-batch", help="grade a class: one sub-folder or zip per student")
     batch.add_argument("submissions", type=Path)
@@ -75,6 +76,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
     release = sub.add_parser("release", help="write the student bundle (no solutions, no hidden tests)")
     release.add_argument("out", type=Path)
+    release.add_argument("--lang", action="append", dest="langs", metavar="LANG",
+                         help="the notebooks' language (repeatable; default: every language the lessons are written in)")
 
     export = sub.add_parser("export", help="write a platform's grader")
     export.add_argument("platform", choices=("gradescope", "classroom", "prairielearn"))
@@ -114,7 +117,7 @@ def _build(course: Course, args) -> int:
         stale = stubgen.stale(course.solutions, course.assignments) + notebook.stale(course)
         print("stale: " + ", ".join(stale) if stale else "all stubs and notebooks are current")
         return 1 if stale else 0
-    for path in stubgen.build(course.solutions, course.assignments) + notebook.build(course):
+    for path in stubgen.build(course.solutions, course.assignments) + notebook.build(course, args.lang):
         print(f"wrote {path.relative_to(course.root)}")
     return 0
 
@@ -184,7 +187,7 @@ def _batch(course: Course, args) -> int:
 def _release(course: Course, args) -> int:
     from autograder.delivery.release import release
 
-    print(f"wrote {release(course, args.out)}")
+    print(f"wrote {release(course, args.out, args.langs)}")
     return 0
 
 

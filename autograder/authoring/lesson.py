@@ -14,9 +14,6 @@ from pathlib import Path
 
 from autograder.core.manifest import Course
 
-LANGUAGE = "en"  # the nbgrader notebooks' language
-
-
 def _lessons_package(course: Course) -> types.ModuleType:
     """The lesson authors' package (its ``parse``, ``SETUP`` and ``DEMO``), loaded from its
     folder by path: nothing is added to ``sys.path``, and nothing else of it runs."""
@@ -27,12 +24,18 @@ def _lessons_package(course: Course) -> types.ModuleType:
     return module
 
 
-def lesson_source(course: Course, unit: str, lang: str = LANGUAGE) -> Path | None:
-    path = course.lessons / lang / f"{unit}.md"
+def languages(course: Course) -> list[str]:
+    """The languages of the lessons: the folders under the lessons folder (``en``, ``zh``, ...;
+    one whose name starts with ``_`` or ``.`` is not a language)."""
+    return sorted(p.name for p in course.lessons.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def lesson_source(course: Course, unit: str, lang: str | None = None) -> Path | None:
+    path = course.lessons / (lang or course.language) / f"{unit}.md"
     return path if path.is_file() else None
 
 
-def lesson_parts(course: Course, unit: str, docstring: str, lang: str = LANGUAGE) -> list[tuple[str, str]]:
+def lesson_parts(course: Course, unit: str, docstring: str, lang: str | None = None) -> list[tuple[str, str]]:
     """The lesson of ``unit`` as ("markdown", text), ("exercise", ""), and
     ("setup" | "demo", code) parts, in order.
 

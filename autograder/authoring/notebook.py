@@ -23,7 +23,7 @@ import nbformat
 from autograder.authoring.contract import unit_section
 from autograder.authoring.cells import KERNEL_SIDE, Chunk, split_module
 from autograder.authoring import stubgen
-from autograder.authoring.lesson import LANGUAGE, lesson_parts
+from autograder.authoring.lesson import lesson_parts
 from autograder.authoring.rubric import rubric
 from autograder.core.manifest import Course
 
@@ -122,8 +122,8 @@ def _test_cells(course: Course, unit: str) -> list:
     return cells
 
 
-def build_notebook(course: Course, unit: str, *, lang: str = LANGUAGE, student: bool = False) -> nbformat.NotebookNode:
-    """The notebook of ``unit`` in ``lang``: the nbgrader source (answers filled in), or with
+def build_notebook(course: Course, unit: str, *, lang: str | None = None, student: bool = False) -> nbformat.NotebookNode:
+    """The notebook of ``unit`` in ``lang`` (default: the course's language): the nbgrader source (answers filled in), or with
     ``student`` what a student gets, as nbgrader's release makes it (each solution region
     cleared, the hidden tests' region removed). The lessons render through here too."""
     spec = course.units[unit]
@@ -167,13 +167,13 @@ def notebook_path(course: Course, unit: str) -> Path:
     return (course.nbgrader_source / unit / f"{unit}.ipynb").relative_to(course.root)
 
 
-def expected_notebooks(course: Course) -> dict[Path, str]:
-    """Path (relative to the course root) -> the JSON ``build`` writes, for every
-    unit whose solution file exists."""
+def expected_notebooks(course: Course, lang: str | None = None) -> dict[Path, str]:
+    """Path (relative to the course root) -> the JSON ``build`` writes in ``lang`` (default: the
+    course's language), for every unit whose solution file exists."""
     out = {}
     for unit, spec in course.units.items():
         if (course.solutions / spec.file).is_file():
-            out[notebook_path(course, unit)] = nbformat.writes(build_notebook(course, unit), version=4) + "\n"
+            out[notebook_path(course, unit)] = nbformat.writes(build_notebook(course, unit, lang=lang), version=4) + "\n"
     return out
 
 
@@ -185,10 +185,12 @@ def stale(course: Course) -> list[str]:
     ]
 
 
-def build(course: Course) -> list[Path]:
-    """Write every stale source notebook; returns the paths written."""
+def build(course: Course, lang: str | None = None) -> list[Path]:
+    """Write every stale source notebook, in ``lang`` (default: the course's language);
+    returns the paths written. The committed ones are in the course's language, which
+    ``stale`` checks: a course taught in another sets it in course.toml."""
     written = []
-    for rel, text in expected_notebooks(course).items():
+    for rel, text in expected_notebooks(course, lang).items():
         target = course.root / rel
         if not target.is_file() or target.read_text(encoding="utf-8") != text:
             target.parent.mkdir(parents=True, exist_ok=True)

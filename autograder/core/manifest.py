@@ -51,6 +51,7 @@ class Course:
     student_readme: Path | None = None
     student_bundle: tuple[str, ...] = ()
     brand: Branding | None = None
+    language: str = "en"  # the notebooks' language, where a command is not told another
     # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
     commands: dict[str, str] = field(default_factory=dict)
 
@@ -113,5 +114,6 @@ def load_course(root: Path | None = None) -> Course:
         student_readme=root / paths["student_readme"],
         student_bundle=tuple(paths["student_bundle"]),
         brand=Branding(**data["branding"]),
+        language=data["course"].get("language", "en"),
         commands=dict(data.get("commands", {})),
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.authoring.lesson import lesson_source
+from autograder.authoring.lesson import languages, lesson_source
 from autograder.authoring.notebook import build_notebook
 from autograder.delivery.classroom import workflow
 from autograder.core.manifest import Course
@@ -44,9 +44,14 @@ dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>
 include = ["autograder*", "assignments*", "course*"]
 """
 
-def release(course: Course, out: Path) -> Path:
+def release(course: Course, out: Path, langs: list[str] | None = None) -> Path:
+    """Write the bundle into the new folder ``out``, its notebooks in ``langs`` (default: every
+    language the lessons are written in)."""
     if out.exists():
         raise FileExistsError(f"{out} already exists; choose a new folder")
+    unknown = set(langs or ()) - set(languages(course))
+    if unknown:
+        raise ValueError(f"no lessons in {', '.join(sorted(unknown))}; they are written in {', '.join(languages(course))}")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in course.student_bundle:
         source, target = course.root / name, out / name
@@ -63,16 +68,16 @@ def release(course: Course, out: Path) -> Path:
     (out / "README.md").write_text(course.student_readme.read_text(encoding="utf-8").format(
         course=course.name, command=brand.command, api=course.api.relative_to(course.root).as_posix()),
         encoding="utf-8")
-    _student_notebooks(course, out / course.lessons.relative_to(course.root))
+    _student_notebooks(course, out / course.lessons.relative_to(course.root), langs or languages(course))
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(course), encoding="utf-8")
     return out
 
 
-def _student_notebooks(course: Course, folder: Path) -> None:
-    """Each lesson, in every language it is written in, as the notebook a student gets (the
-    bundle has no solutions to build it from): ``<lessons>/<lang>/<unit>.ipynb``."""
-    for lang in sorted({p.parent.name for p in course.lessons.glob("*/*.md")}):
+def _student_notebooks(course: Course, folder: Path, langs: list[str]) -> None:
+    """Each lesson, in each of ``langs``, as the notebook a student gets (the bundle has no
+    solutions to build it from): ``<lessons>/<lang>/<unit>.ipynb``."""
+    for lang in langs:
         for unit in course.units:
             if lesson_source(course, unit, lang) is not None:
                 nb = build_notebook(course, unit, lang=lang, student=True)

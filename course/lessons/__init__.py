@@ -45,11 +45,6 @@ def lesson_course() -> Course:
     return load_course(ROOT)
 
 
-def languages(folder: Path = HERE) -> list[str]:
-    """The language folders of a lessons folder (``en``, ...)."""
-    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-
-
 def lesson_path(unit: str, lang: str = "en") -> Path:
     units = lesson_course().units
     if unit not in units:

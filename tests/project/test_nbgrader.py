@@ -26,11 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import mutants
 from conftest import ROOT
 from autograder.authoring import notebook
+from autograder.authoring.lesson import languages
 from autograder.authoring.rubric import rubric
 from autograder.nbgrader import extract
 from autograder.authoring import stubgen
@@ -226,6 +228,27 @@ def csv_score(graded, student: str, unit: str) -> tuple[float, float]:
 
 def test_notebooks_are_current():
     assert notebook.stale(COURSE) == [], "run `attn-course build`: course/source/ is stale"
+
+
+@pytest.mark.parametrize("lang", languages(COURSE))
+def test_every_language_builds_and_releases_the_same_notebook(lang, tmp_path):
+    """Built in each language the lessons are written in, a unit's notebook has the same code
+    cells as in the course's language, and nbgrader's own generate_assignment releases it."""
+    unit = "attention"
+    code = [c.source for c in notebook.build_notebook(COURSE, unit, lang=lang).cells if c.cell_type == "code"]
+    assert code == [c.source for c in notebook.build_notebook(COURSE, unit).cells if c.cell_type == "code"]
+    course_dir = tmp_path / "course"
+    (course_dir / "source" / unit).mkdir(parents=True)
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
+    nbformat.write(notebook.build_notebook(COURSE, unit, lang=lang), str(course_dir / "source" / unit / f"{unit}.ipynb"))
+    code_arg = "import sys; from autograder.nbgrader.pipeline import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code_arg, "--course", str(course_dir), "--unit", unit, "generate"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    released = nbformat.read(str(course_dir / "release" / unit / f"{unit}.ipynb"), as_version=4)
+    lesson = (COURSE.lessons / lang / f"{unit}.md").read_text(encoding="utf-8")
+    first_prose = next(line for line in lesson.splitlines() if line.strip())
+    assert any(first_prose in c.source for c in released.cells if c.cell_type == "markdown"), "the lesson's own language"
 
 
 def test_points_per_cell_add_up_to_the_rubric():

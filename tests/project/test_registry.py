@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,7 @@ import pytest
 from autograder.core.manifest import MANIFEST, Course, Unit, load_course
 from conftest import ROOT
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from course.lessons import languages  # noqa: E402
+from autograder.authoring.lesson import languages
 
 COURSE = load_course(ROOT)
 SUITES = ("hidden suite", "public suite")
@@ -46,7 +42,7 @@ def pieces(course: Course, unit: Unit) -> dict[str, Path]:
         "notebook": course.nbgrader_source / name / f"{name}.ipynb",  # generated (attn-course build)
         "API section": course.api,
     }
-    for lang in languages(course.lessons):
+    for lang in languages(course):
         found[f"lesson ({lang})"] = course.lessons / lang / f"{name}.md"
     return found
 
