@@ -16,6 +16,7 @@ metadata from the *instructor's* source notebook only
 """
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -63,16 +64,11 @@ def _points(x: float) -> str:
     return f"{x:g} point" + ("" if x == 1 else "s")
 
 
-def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list[Chunk]) -> list:
+def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list[Chunk], text: dict) -> list:
     spec, key = course.units[unit], course.brand.metadata_key
-    cells = [_markdown("", (
-        "**How this notebook is graded.** "
-        "Fill in every cell that says `YOUR CODE HERE`; the docstrings give the shape of every input and "
-        "output. Only these answer cells are graded, as the file `" + spec.file + "` they make up "
-        "(read-only cells are restored before grading). Put any helper or extra import inside an answer cell.")),
-        _markdown("", f"### The contract of this unit\n\nFrom `{course.api.name}` (its general rules, on shapes, "
-                      "devices, precision, errors and forbidden constructs, hold for every unit):\n\n"
-                      + unit_section(course, unit).replace("## ", "#### ", 1))]
+    names = {"file": spec.file, "api": course.api.name, "command": course.brand.command, "unit": unit}
+    cells = [_markdown("", text["graded"].format(**names)),
+             _markdown("", text["contract"].format(**names) + "\n\n" + unit_section(course, unit).replace("## ", "#### ", 1))]
     first_frame = True
     for chunk in chunks:
         if chunk.kind == "answer":
@@ -92,15 +88,13 @@ def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list
     return cells
 
 
-def _test_cells(course: Course, unit: str) -> list:
+def _test_cells(course: Course, unit: str, text: dict) -> list:
     tests, key = rubric(course, unit), course.brand.metadata_key
     visible = [t for t in tests if t.visibility == "visible"]
     hidden = [t for t in tests if t.visibility == "hidden"]
     cells = []
     if visible:
-        cells.append(_markdown("", (
-            "## Tests\n\nEach cell below runs one public test on the code above (the same test as "
-            f"`{course.brand.command} check {unit}`). The points shown are what the grader gives.")))
+        cells.append(_markdown("", text["tests"].format(command=course.brand.command, unit=unit)))
     for test in visible:
         gid = grade_id(unit, f"public-{test.test_id.split('::')[1]}")
         text = (f"# {_points(test.points)}: {test.name}\n"
@@ -134,7 +128,8 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
         if kind == "markdown":
             cells.append(_markdown("", text))
         elif kind == "exercise":
-            cells += _exercise_cells(course, unit, docstring_file, chunks) + _test_cells(course, unit)
+            text = notebook_text(course, lang)
+            cells += _exercise_cells(course, unit, docstring_file, chunks, text) + _test_cells(course, unit, text)
         else:  # setup and demos: ordinary cells for students; the grader's kernel skips them
             cell = nbformat.v4.new_code_cell(text)
             tag = course.brand.demo_tag
@@ -150,6 +145,30 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
     nb.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
                    course.brand.metadata_key: {"unit": unit, "file": spec.file}}
     return nb
+
+
+# The notebook's own words around the lesson, in English; a lessons folder translates them in
+# <lessons>/<lang>/notebook.toml (same keys, same {placeholders}). Code cells never change.
+TEXT = {
+    "graded": ("**How this notebook is graded.** Fill in every cell that says `YOUR CODE HERE`; the docstrings "
+               "give the shape of every input and output. Only these answer cells are graded, as the file "
+               "`{file}` they make up (read-only cells are restored before grading). Put any helper or extra "
+               "import inside an answer cell."),
+    "contract": ("### The contract of this unit\n\nFrom `{api}` (its general rules, on shapes, devices, precision, "
+                 "errors and forbidden constructs, hold for every unit):"),
+    "tests": ("## Tests\n\nEach cell below runs one public test on the code above (the same test as "
+              "`{command} check {unit}`). The points shown are what the grader gives."),
+}
+
+
+def notebook_text(course: Course, lang: str | None) -> dict[str, str]:
+    """:data:`TEXT`, with what ``<lessons>/<lang>/notebook.toml`` translates."""
+    path = course.lessons / (lang or course.language) / "notebook.toml"
+    given = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    unknown = set(given) - set(TEXT)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {', '.join(sorted(unknown))}; the keys are {', '.join(TEXT)}")
+    return {**TEXT, **given}
 
 
 def _release(cell: nbformat.NotebookNode) -> None:
