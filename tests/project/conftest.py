@@ -1,10 +1,14 @@
 """Fixtures for the project's own tests: grading runs as a real CLI process."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,10 +28,61 @@ def attn_course(*args: str, check: bool = True, env: dict | None = None) -> subp
 
 
 def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[dict]:
-    """Grade ``paths`` and return one result dict per path."""
+    """Grade ``paths`` and return one result dict per path.
+
+    Results are cached for this test run (both xdist workers share it), per submission: a
+    submission's grade depends only on its own files and the options (hypothesis's examples
+    are a function of the test alone), so the mutant catalogue graded for one test is not
+    graded again for the next. Only the submissions not graded yet in this run are graded,
+    in one CLI run.
+    """
     unit_args = [arg for unit in units for arg in ("--unit", unit)]
-    out = json.loads(attn_course("grade", *map(str, paths), *unit_args, "--format", "json", *extra).stdout)
-    return out if isinstance(out, list) else [out]
+    keys = [_grade_key(Path(p), unit_args, extra) for p in paths]
+    with _locked(sorted(set(keys))):
+        todo = [(p, k) for p, k in zip(paths, keys) if not (_cache() / f"{k}.json").is_file()]
+        if todo:
+            out = json.loads(attn_course("grade", *(str(p) for p, _ in todo), *unit_args, "--format", "json",
+                                         *extra).stdout)
+            for (_, key), result in zip(todo, out if isinstance(out, list) else [out]):
+                (_cache() / f"{key}.json").write_text(json.dumps(result), encoding="utf-8")
+    results = [json.loads((_cache() / f"{k}.json").read_text(encoding="utf-8")) for k in keys]
+    for path, result in zip(paths, results):
+        result["submission"] = str(Path(path).resolve())
+    return results
+
+
+# One folder per test run, made by the controller (pytest_configure) before its workers start,
+# so they inherit it; a module run on its own gets one too.
+CACHE_ENV = "AUTOGRADER_TEST_GRADES"
+
+
+def _cache() -> Path:
+    if not os.environ.get(CACHE_ENV):
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="autograder-test-grades-")
+    return Path(os.environ[CACHE_ENV])
+
+
+def _grade_key(folder: Path, unit_args: list[str], extra: tuple[str, ...]) -> str:
+    """What a submission's grade depends on: its files (names and bytes) and the options."""
+    digest = hashlib.sha256(json.dumps([unit_args, list(extra)]).encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def _locked(keys: list[str]):
+    """Hold a lock per key (taken in sorted order: no deadlock between the workers)."""
+    handles = []
+    try:
+        for key in keys:
+            handle = open(_cache() / f"{key}.lock", "w")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handles.append(handle)
+        yield
+    finally:
+        for handle in handles:
+            handle.close()
 
 
 # The platforms' own artefacts (the JUnit XSD, PrairieLearn's question schema, Classroom's
@@ -49,3 +104,16 @@ def third_party(rel: str) -> Path:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def pytest_configure(config):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="autograder-test-grades-")
+
+
+def pytest_unconfigure(config):
+    """The controller (or a run without xdist) removes the run's grade cache."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        import shutil
+
+        shutil.rmtree(os.environ.pop(CACHE_ENV, ""), ignore_errors=True)
