@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo plots test build clean gpu-check
+.PHONY: install browser fonts demo plots test build clean gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,20 +28,28 @@ browser:
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium not installed: the viewer test will skip"
 
+# Debian's Noto CJK fonts draw the Chinese in the plots (狗咬人). Without them (no root) the
+# plots write pinyin and say so.
+fonts:
+	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" || \
+	  (DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null) || \
+	  echo "fonts-noto-cjk not installed: the plots will write Chinese as pinyin"
+
 build: install
 	$(BIN)/attn-course build
 
 demo: install
 	$(BIN)/attn-course grade solutions assignments
 
-plots: install
+plots: install fonts
 	$(BIN)/python course/make_plots.py build/plots --readme docs/img
 
 # --dist loadgroup is meant to keep each unit's mutant grading on one worker, but with
 # pytest 9.2 and xdist 3.8 it is inert (xdist renames item._nodeid, pytest 9 ignores it), so
 # tests must not rely on it: a unit's mutants may be graded on both workers.
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
-test: install browser
+test: install browser fonts
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
 
 # CUDA parity of every unit on the reference and two device mutants; says so and exits 0 without CUDA.

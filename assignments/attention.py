@@ -1,4 +1,4 @@
-# Student stub: fill in every TODO. Generated from solutions/attention.py by `attn-course build`;
+# Student stub: fill in every TODO. Generated from solutions/attention.py by the course's `build`;
 # instructors edit the solution, never this file.
 """Unit 2: scaled dot-product attention.
 

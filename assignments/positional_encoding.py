@@ -1,4 +1,4 @@
-# Student stub: fill in every TODO. Generated from solutions/positional_encoding.py by `attn-course build`;
+# Student stub: fill in every TODO. Generated from solutions/positional_encoding.py by the course's `build`;
 # instructors edit the solution, never this file.
 """Unit 4: positional encodings, putting order back.
 

@@ -1,4 +1,4 @@
-# Student stub: fill in every TODO. Generated from solutions/recurrent_cells.py by `attn-course build`;
+# Student stub: fill in every TODO. Generated from solutions/recurrent_cells.py by the course's `build`;
 # instructors edit the solution, never this file.
 """Unit 1: recurrent cells (RNN, LSTM, GRU), the recurrence the Transformer replaced.
 

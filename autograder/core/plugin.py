@@ -15,7 +15,7 @@ import pytest
 from autograder.core.determinism import pin_local_constants, use_profile
 from autograder.core.manifest import Course
 from autograder.core.messages import failure_message
-from autograder.core.protocol import Subject
+from autograder.core.protocol import Subject, UnitSubject
 from autograder.core.results import GradeResult, TestResult
 from autograder.core.scoring import unit_result
 
@@ -27,6 +27,7 @@ class CourseError(Exception):
 class GradingPlugin:
     def __init__(self, course: Course, subjects: dict[str, Subject], units: list[str], *, explore: bool = False):
         self.course, self.subjects, self.units, self.explore = course, subjects, units, explore
+        self.views: dict[tuple[str, str], UnitSubject] = {}  # (submission, unit) -> what its tests get
         self.records: dict[tuple[str, str], TestResult] = {}
         self.units_of: dict[tuple[str, str], str] = {}  # (submission, test id) -> unit, in run order
 
@@ -42,7 +43,12 @@ class GradingPlugin:
 
     def pytest_generate_tests(self, metafunc):
         if "subject" in metafunc.fixturenames:
-            metafunc.parametrize("subject", list(self.subjects.values()), ids=list(self.subjects), scope="session")
+            marker = metafunc.definition.get_closest_marker("unit")
+            if marker is None or not marker.args:
+                raise CourseError(f"{metafunc.definition.nodeid}: a graded test module needs pytestmark = pytest.mark.unit(...)")
+            views = [self.views.setdefault((sid, marker.args[0]), UnitSubject(s, marker.args[0]))
+                     for sid, s in self.subjects.items()]
+            metafunc.parametrize("subject", views, ids=list(self.subjects), scope="session")
 
     def pytest_collection_modifyitems(self, session, config, items):
         kept = []
@@ -65,7 +71,7 @@ class GradingPlugin:
     # -- running -----------------------------------------------------------
     def pytest_runtest_setup(self, item):
         unit, _, _ = self._describe(item)
-        subject = item.callspec.params["subject"]
+        subject = item.callspec.params["subject"].subject
         subject.begin(item.nodeid)
         problem = subject.status(unit)
         if problem:
@@ -102,5 +108,5 @@ class GradingPlugin:
 
 
 def _subject_id(item, subjects: dict) -> str:
-    subject = item.callspec.params["subject"]
+    subject = item.callspec.params["subject"].subject
     return next(sid for sid, s in subjects.items() if s is subject)

@@ -127,6 +127,23 @@ class Subject(Protocol):
         """Release what the subject holds (workers, folders); idempotent."""
 
 
+class UnitSubject:
+    """A subject as one unit's tests see it (the suites' ``subject`` argument): the unit comes
+    from the test module's ``unit`` marker, so a suite writes ``subject.call("softmax", x)``
+    for the output of ``softmax(x)``, or ``subject.run(Call(subject.unit, ...))`` for a whole
+    :class:`Result` (gradients, state)."""
+
+    def __init__(self, subject: Subject, unit: str):
+        self.subject, self.unit = subject, unit
+
+    def run(self, call: Call) -> Result:
+        return self.subject.run(call)
+
+    def call(self, target: str | New, *args, **kwargs):
+        """The output of ``target(*args, **kwargs)`` in this unit."""
+        return self.subject.run(Call(self.unit, target, args, kwargs)).output
+
+
 def map_nested(value, leaf):
     """Apply ``leaf`` to every non-container in a nest of tuples, lists and dicts."""
     if isinstance(value, (tuple, list)):

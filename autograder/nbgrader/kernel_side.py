@@ -12,6 +12,7 @@ from autograder.core.determinism import use_profile
 from autograder.core.loader import load_folder, load_stand_ins
 from autograder.core.manifest import Course, load_course
 from autograder.core.messages import failure_message
+from autograder.core.protocol import UnitSubject
 from autograder.core.subject import InProcessSubject
 from autograder.nbgrader.extract import module_source, read_notebook
 from autograder.nbgrader.rescore import TRUSTED_ENV, grade_sources, hidden_report
@@ -62,7 +63,7 @@ def public_test(unit: str, test_id: str, namespace: dict) -> None:
     with warnings.catch_warnings(record=True) as caught:  # warnings to stdout: stderr would read as a failure
         warnings.simplefilter("always")
         try:
-            test(_kernel_subject(course, unit, namespace))
+            test(UnitSubject(_kernel_subject(course, unit, namespace), unit))
         except Exception as error:  # noqa: BLE001 - reported as the test's failure
             message = failure_message(error)
         else:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import statistics
+import sys
 import time
 import types
 from collections.abc import Iterator, Mapping
@@ -194,7 +196,43 @@ def pyplot():
 
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "font.size": 10,
                          "axes.spines.top": False, "axes.spines.right": False})
+    font = cjk_font()
+    # DejaVu draws the Latin text; matplotlib falls back glyph by glyph to the CJK font.
+    plt.rcParams["font.family"] = ["DejaVu Sans", font] if font else ["DejaVu Sans"]
     return plt
+
+
+CJK_NAMES = ("CJK SC", "CJK", "WenQuanYi", "Heiti", "SimHei", "Droid Sans Fallback")
+
+
+def _find_cjk(fonts) -> str | None:
+    """The first font family among ``fonts`` (matplotlib FontEntry) that draws Chinese, by preference."""
+    for key in CJK_NAMES:
+        for font in fonts:
+            if key in font.name:
+                return font.name
+    return None
+
+
+@functools.cache
+def cjk_font() -> str | None:
+    """A font family that can draw 狗 and 它, or None (the plots then write pinyin), said once.
+
+    matplotlib's font cache predates fonts installed after it was built (``make fonts``), so
+    the system's font files are searched too and the CJK ones registered.
+    """
+    from matplotlib import font_manager
+
+    found = _find_cjk(font_manager.fontManager.ttflist)
+    if found is None:
+        for path in font_manager.findSystemFonts():
+            if any(key.replace(" ", "") in Path(path).name.replace(" ", "") for key in ("CJK", "wqy", "DroidSansFallback")):
+                font_manager.fontManager.addfont(path)
+        found = _find_cjk(font_manager.fontManager.ttflist)
+    if found is None:
+        print("course.demos: no CJK font is installed, so the plots write Chinese as pinyin "
+              "(install one: `make fonts`, or apt-get install fonts-noto-cjk)", file=sys.stderr)
+    return found
 
 
 def save(fig, out_dir: str | os.PathLike, name: str) -> Path:
@@ -202,23 +240,24 @@ def save(fig, out_dir: str | os.PathLike, name: str) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.png"
-    fig.tight_layout()
-    fig.savefig(path)
+    if fig.get_layout_engine() is None:  # a figure with a colour bar lays itself out (constrained)
+        fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight")  # no title or label cut at the edge
     import matplotlib.pyplot as plt
 
     plt.close(fig)
     return path
 
 
-def best_time(fn, *, repeats: int = 5, min_seconds: float = 0.02) -> float:
-    """The smallest time of one call of ``fn`` over ``repeats`` timed batches, in seconds.
+def median_time(fn, *, repeats: int = 7, min_seconds: float = 0.01) -> float:
+    """The median time of one call of ``fn`` over ``repeats`` timed batches, in seconds.
 
-    Each batch repeats the call until it lasts ``min_seconds``, so short calls
-    are not lost in the timer's resolution; the minimum is the least disturbed
-    by other processes on the machine.
+    Each batch repeats the call until it lasts ``min_seconds`` (short calls are
+    not lost in the timer's resolution); the median of the batches is not moved
+    by one batch that another process slowed down, nor by one lucky batch.
     """
     fn()  # warm-up
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         count, start = 0, time.perf_counter()
         while True:
@@ -227,8 +266,8 @@ def best_time(fn, *, repeats: int = 5, min_seconds: float = 0.02) -> float:
             elapsed = time.perf_counter() - start
             if elapsed >= min_seconds:
                 break
-        best = min(best, elapsed / count)
-    return best
+        times.append(elapsed / count)
+    return statistics.median(times)
 
 
 def loglog_slope(xs, ys) -> float:

@@ -37,16 +37,18 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     heads = maps.shape[0]
-    fig, axes = plt.subplots(1, heads, figsize=(4.2 * heads, 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, heads, figsize=(4.6 * heads, 4.4), squeeze=False,
+                             layout="constrained")
     labels = [str(int(t)) for t in ids[0]]
     for h, ax in enumerate(axes[0]):
-        ax.imshow(maps[h].numpy(), cmap="viridis", vmin=0, vmax=1)
-        ax.set_title(f"head {h}: {back[h]:.0%} on the previous, {forward[h]:.0%} on the next")
+        image = ax.imshow(maps[h].numpy(), cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"head {h}: {back[h]:.0%} on the previous,\n{forward[h]:.0%} on the next token", fontsize=10)
         ax.set_xticks(range(length), labels, fontsize=7)
         ax.set_yticks(range(length), labels, fontsize=7)
         ax.set_xlabel("key (token id)")
         ax.set_ylabel("query (token id)")
-    fig.suptitle(f"Tiny model after {steps} steps: accuracy {trained.accuracy:.0%} on 'previous and next token'")
+    fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.85)
+    fig.suptitle(f"Tiny model after {steps} steps: {trained.accuracy:.0%} right on 'previous and next token'")
     path = save(fig, out_dir, NAME)
     return {"accuracy": trained.accuracy, "steps": steps, "back": [float(v) for v in back],
             "forward": [float(v) for v in forward], "maps": maps.tolist(), "png": str(path)}

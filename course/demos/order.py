@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, cjk_font, demo, pyplot, save, seeded
 
 NAME = "order"
 TITLE = "No order without positions"
@@ -22,16 +22,6 @@ PRESETS = {"small": dict(dim=16), "full": dict(dim=64)}
 WORDS = ("狗", "咬", "人")
 GLOSS = {"狗": "gou (dog)", "咬": "yao (bites)", "人": "ren (man)"}
 SENTENCES = {"狗咬人": (0, 1, 2), "人咬狗": (2, 1, 0)}
-
-
-def _cjk_font() -> str | None:
-    """A font that can draw 狗, if the machine has one (else the plots use pinyin)."""
-    from matplotlib import font_manager
-
-    for font in font_manager.fontManager.ttflist:
-        if any(key in font.name for key in ("CJK", "WenQuanYi", "Heiti", "SimHei", "Droid Sans Fallback")):
-            return font.name
-    return None
 
 
 def _rope_attention(attention, positional_encoding, x, w_q, w_k, w_v):
@@ -78,9 +68,7 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
             sentence_difference[name] = float((first.mean(0) - second.mean(0)).norm())
 
     plt = pyplot()
-    font = _cjk_font()
-    if font:
-        plt.rcParams["font.family"] = [font, "DejaVu Sans"]
+    font = cjk_font()  # pyplot() has set it up; without one, pinyin
     labels = list(WORDS) if font else [GLOSS[w] for w in WORDS]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     width = 0.8 / len(variants)
@@ -90,6 +78,7 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     ax.set_yscale("log")
     ax.set_ylim(floor / 2, 100)
     ax.set_xticks(range(len(WORDS)), labels)
+    ax.set_xlabel("word")
     ax.set_ylabel("|| word's vector in s1 - in s2 ||  (log)")
     title = "狗咬人 vs 人咬狗" if font else "gou yao ren vs ren yao gou"
     ax.set_title(f"{title}: one word, two sentences")

@@ -3,13 +3,14 @@
 Attention compares every query with every key: an ``L x L`` table of scores,
 so its time and memory grow like ``L^2``. An RNN keeps one state per step:
 ``L``. Memory here is what a training forward pass keeps for the backward pass
-(the tensors autograd saves), counted exactly; time is measured on this machine.
+(the tensors autograd saves), counted exactly; time is measured on this machine,
+the median of repeated runs (one run is at the mercy of whatever else the machine does).
 """
 from __future__ import annotations
 
 import torch
 
-from ._common import Units, best_time, check_size, demo, length_axis, loglog_slope, pyplot, save, seeded
+from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded
 
 NAME = "price"
 TITLE = "The price: O(n^2) time and memory"
@@ -17,6 +18,7 @@ UNIT = "attention"
 PRESETS = {"small": dict(lengths=[128, 256, 512, 1024], width=16, time_lengths=[64, 256, 1024]),
            "full": dict(lengths=[128, 256, 512, 1024, 2048, 4096], width=16,
                         time_lengths=[64, 128, 256, 512, 1024, 2048, 4096])}
+REPEATS = 7  # timed batches per point: the plot shows their median
 
 
 def saved_bytes(fn) -> int:
@@ -39,8 +41,9 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     Returns:
       {"lengths", "attention_bytes", "rnn_bytes", "attention_memory_slope", "rnn_memory_slope",
-       "time_lengths", "attention_seconds", "rnn_seconds"} (slopes of log-log fits:
-       2 = quadratic, 1 = linear; the memory slopes use the two longest lengths).
+       "time_lengths", "attention_seconds", "rnn_seconds" (medians), "attention_time_ratios"
+       (each length's time over the one before)} (slopes of log-log fits: 2 = quadratic,
+       1 = linear; the memory slopes use the two longest lengths).
     """
     check_size(size)
     lengths, width, time_lengths = (PRESETS[size][k] for k in ("lengths", "width", "time_lengths"))
@@ -61,8 +64,8 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     for length in time_lengths:
         xs = torch.randn(1, length, width, generator=generator)
         with torch.no_grad():
-            att_s.append(best_time(lambda: attend(xs), repeats=3))
-            rnn_s.append(best_time(lambda: rc.unroll(cell, xs), repeats=3))
+            att_s.append(median_time(lambda: attend(xs), repeats=REPEATS))
+            rnn_s.append(median_time(lambda: rc.unroll(cell, xs), repeats=REPEATS))
 
     plt = pyplot()
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.0))
@@ -73,17 +76,18 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     ax0.set_ylabel("MiB kept for backward")
     ax0.set_title(f"Memory: attention ~ L^{loglog_slope(lengths[-2:], att_bytes[-2:]):.2f}, "
                   f"RNN ~ L^{loglog_slope(lengths[-2:], rnn_bytes[-2:]):.2f}")
-    ax0.legend()
+    ax0.legend(loc="upper left")
     ax1.loglog(time_lengths, [t * 1e3 for t in att_s], "s-", label="attention")
     ax1.loglog(time_lengths, [t * 1e3 for t in rnn_s], "o-", label="RNN (unroll)")
     length_axis(ax1, time_lengths)
     ax1.set_xlabel("sequence length L")
-    ax1.set_ylabel("forward time (ms)")
+    ax1.set_ylabel(f"forward time (ms, median of {REPEATS})")
     ax1.set_title(f"Time on this machine (width {width}, {torch.get_num_threads()} thread(s))")
-    ax1.legend()
+    ax1.legend(loc="upper left")
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, "attention_bytes": att_bytes, "rnn_bytes": rnn_bytes,
             "attention_memory_slope": loglog_slope(lengths[-2:], att_bytes[-2:]),
             "rnn_memory_slope": loglog_slope(lengths[-2:], rnn_bytes[-2:]),
             "time_lengths": time_lengths, "attention_seconds": att_s, "rnn_seconds": rnn_s,
+            "attention_time_ratios": [b / a for a, b in zip(att_s, att_s[1:])],
             "png": str(path)}

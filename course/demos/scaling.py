@@ -80,9 +80,11 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
         ax0.hist((samples[widest] / math.sqrt(widest)).numpy(), bins=60, histtype="stepfilled", alpha=0.3,
                  density=True, label=f"q.k / sqrt(d_k), d_k = {widest}")
     ax0.set_yscale("log")
+    ax0.set_ylim(top=ax0.get_ylim()[1] * 100)  # room for the legend above the histograms
     ax0.set_xlabel("score")
+    ax0.set_ylabel("density (log scale)")
     ax0.set_title("The spread of q.k grows like sqrt(d_k)")
-    ax0.legend(fontsize=8)
+    ax0.legend(fontsize=8, loc="upper left")
     ax1.semilogx(dims, result["max_weight"], "o-", label="q.k (unscaled)")
     ax1.semilogx(dims, result["scaled_max_weight"], "s-", label="q.k / sqrt(d_k)")
     ax1.axhline(1.0 / keys, color="gray", lw=0.8, ls=":", label=f"uniform 1/{keys}")
@@ -90,12 +92,12 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     ax1.set_xlabel("d_k")
     ax1.set_ylabel(f"largest weight of {keys} (mean)")
     ax1.set_title("Unscaled, softmax saturates")
-    ax1.legend(fontsize=8)
+    ax1.legend(fontsize=8, loc="center right")
     ax2.loglog(dims, result["gradient"], "o-", label="q.k (unscaled)")
     ax2.loglog(dims, result["scaled_gradient"], "s-", label="q.k / sqrt(d_k)")
     ax2.set_xlabel("d_k")
     ax2.set_ylabel("|| d softmax / d scores || (mean)")
     ax2.set_title("... and its gradient vanishes")
-    ax2.legend(fontsize=8)
+    ax2.legend(fontsize=8, loc="lower left")
     path = save(fig, out_dir, NAME)
     return {"dims": dims, **result, "png": str(path)}

@@ -3,21 +3,110 @@
 A relative check (the gradients agree with finite differences, the output is
 unchanged under some change of input) holds for a constant answer too, so each
 such property also compares one answer it already has with its oracle.
+
+Every comparison of the five suites also goes through ``assert_close`` here
+(issue 16): one precision policy, values printed with enough digits, and a
+hint only when the answer is proven to be that of one catalogued bug.
 """
 from __future__ import annotations
 
+import torch
+
+from autograder.testing.compare import check_tensor, mismatch
 from autograder.testing.gradcheck import check_gradients
 
 
-def check_gradients_of(subject, build, tensors, **options):
-    """``check_gradients`` on ``subject``; returns the output at ``tensors`` (its first call),
-    so the caller can compare it with the oracle without running it again."""
-    outputs = []
+def check_gradients_of(subject, build, tensors, *, expect, **options):
+    """``check_gradients`` on ``subject``, after ``expect(output)`` has checked the output at
+    ``tensors`` (its first call) against the oracle: a wrong value, float64 computed in lower
+    precision included, is then reported as such, before any finite difference."""
+    checked = []
 
     def run(call):
         result = subject.run(call)
-        outputs.append(result.output)
+        if not checked:
+            expect(result.output)
+            checked.append(True)
         return result
 
     check_gradients(run, build, tensors, **options)
-    return outputs[0]
+
+
+# -- one precision policy, and hints that are proven ------------------------------
+#
+# The API page: a computation may upcast (bfloat16 to float32) but never downcast, so
+# float64 inputs are computed in float64 and their results compared at float64
+# tolerance. Every suite takes its float64 tolerance from ``tolerance`` and compares
+# through ``assert_close`` below, so the rule and its hint are written once.
+
+FLOAT64 = dict(atol=1e-10, rtol=1e-9)
+# How close a float32 computation of float64 inputs comes (a few float32 roundings): the
+# precision hint's test. Bugs that change a value by more (an eps, a GELU approximation) miss it.
+FLOAT32 = dict(atol=1e-6, rtol=1e-6)
+DOWNCAST = ("float64 input computed in lower precision? A computation may upcast but never downcast "
+            "(API page): compute float64 inputs in float64.")
+
+
+def tolerance(dtype, **lower) -> dict:
+    """``atol``/``rtol`` for results of ``dtype``: float64 tolerance for float64, else ``lower``."""
+    return dict(FLOAT64) if dtype == torch.float64 else lower
+
+
+def differ(got, expected, atol, rtol) -> bool:
+    """``got`` and ``expected`` are both tensors of one shape that are not close."""
+    return (isinstance(got, torch.Tensor) and got.shape == expected.shape
+            and mismatch(got, expected, atol=atol, rtol=rtol) is not None)
+
+
+def proven_hint(got, expected, hints, *, atol, rtol) -> str | None:
+    """The advice of the one catalogued bug whose answer ``got`` matches, else None.
+
+    ``hints`` is [(wrong answer, advice)]; a wrong answer that also matches
+    ``expected`` shows nothing on this input and is skipped. When two different
+    bugs match, the counterexample cannot tell them apart and no hint is given.
+    The downcast of float64 (see ``DOWNCAST``) is one of the catalogued bugs.
+    """
+    found = {text for wrong, text in hints
+             if differ(wrong, expected, atol, rtol) and not differ(got, wrong, atol, rtol)}
+    if got.dtype == torch.float64 and atol <= FLOAT64["atol"] and not differ(got, expected, **FLOAT32):
+        found.add(DOWNCAST)
+    return found.pop() if len(found) == 1 else None
+
+
+def _digits(g: float, e: float) -> int:
+    """Enough significant digits that ``g`` and ``e`` print differently."""
+    for digits in range(6, 18):
+        if f"{g:.{digits}g}" != f"{e:.{digits}g}":
+            return digits
+    return 17
+
+
+def describe(got, expected, *, atol, rtol) -> str:
+    """Where and how ``got`` differs from ``expected`` (as ``compare.mismatch`` says it), with the
+    first differing pair printed with enough digits to tell them apart (2.08e-08 apart in float64)."""
+    g, e = got.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
+    ok = ((g - e).abs() <= atol + rtol * e.abs()) | (g == e) | (g.isnan() & e.isnan())
+    ok &= ~(g.isnan() ^ e.isnan())
+    bad = (~ok).nonzero()
+    index = tuple(int(i) for i in bad[0])
+    worst = (g - e).abs().nan_to_num(float("inf"))[~ok].max().item()
+    gi, ei = g[index].item(), e[index].item()
+    digits = _digits(gi, ei)
+    where = f"index {index}" if index else "the value"
+    return (f"{bad.shape[0]} of {ok.numel()} entries differ; first at {where}: got {gi:.{digits}g}, "
+            f"expected {ei:.{digits}g} (largest error {worst:.3g})")
+
+
+def assert_close(got, expected, *, atol=1e-5, rtol=1e-4, what="output", dtype=None, hints=None):
+    """``compare.assert_close`` under the course's rules: values printed with enough digits,
+    and a hint only when it is proven (``proven_hint``).
+
+    ``hints`` is [(wrong answer, advice)] or a function returning it, called only on failure.
+    """
+    check_tensor(got, shape=expected.shape, dtype=dtype, what=what)
+    if mismatch(got, expected, atol=atol, rtol=rtol) is None:
+        return
+    advice = proven_hint(got, expected, hints() if callable(hints) else hints or (), atol=atol, rtol=rtol)
+    shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
+    message = f"{what}{shape}: {describe(got, expected, atol=atol, rtol=rtol)}"
+    raise AssertionError(message + (f". Hint: {advice}" if advice else ""))

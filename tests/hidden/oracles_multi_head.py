@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from oracles import attention64, causal_allowed
+from oracles_attention import attention64, causal_allowed
 from tensors import randn
 
 PARAMS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -148,7 +148,8 @@ def explicit_mha64(state, H, query, key=None, value=None, *, key_padding_mask=No
 
     Rows with no allowed key give zero attention, so output = out_proj.bias there.
     ``wrong`` names known bugs to rebuild for hints: "scale_E", "no_out_proj",
-    "kv_swapped", "pad_polarity", "pad_queries", "mask_polarity", "no_causal", "strided".
+    "kv_swapped", "pad_polarity", "pad_queries", "mask_polarity", "no_causal", "strided",
+    "finite" (masked scores set to -1e9: a row with no key left gets uniform weights).
     """
     key = query if key is None else key
     value = query if value is None else value
@@ -182,7 +183,8 @@ def explicit_mha64(state, H, query, key=None, value=None, *, key_padding_mask=No
     heads, weights = [], []
     for h in range(H):
         cols = slice(h * Dh, (h + 1) * Dh)
-        o, w = attention64(q[..., cols], k[..., cols], v[..., cols], mask[:, h], is_causal=is_causal, scale=scale)
+        o, w = attention64(q[..., cols], k[..., cols], v[..., cols], mask[:, h], is_causal=is_causal, scale=scale,
+                           finite="finite" in wrong)
         heads.append(o)
         weights.append(w)
     concat = torch.cat(heads, dim=-1)  # (B, L, E)

@@ -6,7 +6,22 @@ answer uses their defaults.
 """
 from __future__ import annotations
 
+import math
+
 import torch
+
+
+def phase64(positions: torch.Tensor, dim: int, base: float, phase_dtype=None) -> torch.Tensor:
+    """(..., dim/2) float64 angles ``positions * base**(-2i/dim)``.
+
+    ``phase_dtype`` rebuilds a known bug: the angles computed in that dtype (the
+    activation's, bfloat16) by the API page's formula ``exp(-log(base) * 2i/dim)``.
+    """
+    if phase_dtype is None:
+        return positions.double().unsqueeze(-1) * frequencies64(dim, base)
+    exponents = torch.arange(0, dim, 2, dtype=phase_dtype) / dim
+    frequencies = torch.exp(-math.log(base) * exponents)
+    return (positions.double().to(phase_dtype).unsqueeze(-1) * frequencies).double()
 
 
 def frequencies64(dim: int, base: float = 10000.0, *, exponent: str = "2i/dim") -> torch.Tensor:
@@ -17,14 +32,18 @@ def frequencies64(dim: int, base: float = 10000.0, *, exponent: str = "2i/dim") 
 
 
 def sinusoidal64(num_positions: int, dim: int, base: float = 10000.0, *, start: int = 0,
-                 layout: str = "interleaved", swap: bool = False, exponent: str = "2i/dim") -> torch.Tensor:
+                 layout: str = "interleaved", swap: bool = False, exponent: str = "2i/dim",
+                 phase_dtype=None) -> torch.Tensor:
     """(P, dim) float64: PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), p = start, start + 1, ...
 
     ``layout="concatenated"`` puts every sin first, then every cos; ``swap``
-    exchanges sin and cos.
+    exchanges sin and cos; ``phase_dtype`` as in ``phase64``.
     """
-    p = torch.arange(start, start + num_positions, dtype=torch.float64).unsqueeze(-1)  # (P, 1)
-    angles = p * frequencies64(dim, base, exponent=exponent)  # (P, dim/2)
+    p = torch.arange(start, start + num_positions, dtype=torch.float64)  # (P,)
+    if phase_dtype is None:
+        angles = p.unsqueeze(-1) * frequencies64(dim, base, exponent=exponent)  # (P, dim/2)
+    else:
+        angles = phase64(p, dim, base, phase_dtype)  # (P, dim/2)
     first, second = (angles.cos(), angles.sin()) if swap else (angles.sin(), angles.cos())
     if layout == "concatenated":
         return torch.cat([first, second], dim=-1)
@@ -32,16 +51,21 @@ def sinusoidal64(num_positions: int, dim: int, base: float = 10000.0, *, start: 
 
 
 def rope64(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, *,
-           layout: str = "interleaved", direction: float = 1.0, exponent: str = "2i/dim") -> torch.Tensor:
+           layout: str = "interleaved", direction: float = 1.0, exponent: str = "2i/dim",
+           phase_dtype=None) -> torch.Tensor:
     """RoPE in float64 with the interleaved pairing: pair (2i, 2i+1) turns by +pos * base**(-2i/D).
 
     ``layout="half"`` pairs feature i with i + D/2 (the rotate-half layout of
-    GPT-NeoX and Hugging Face LLaMA); ``direction=-1`` turns clockwise.
+    GPT-NeoX and Hugging Face LLaMA); ``direction=-1`` turns clockwise;
+    ``phase_dtype`` as in ``phase64``.
     """
     x = x.double()
     L, D = x.shape[-2], x.shape[-1]
     pos = torch.arange(L) if positions is None else positions
-    angles = direction * pos.double().unsqueeze(-1) * frequencies64(D, base, exponent=exponent)  # (..., L, D/2)
+    if phase_dtype is None:
+        angles = direction * pos.double().unsqueeze(-1) * frequencies64(D, base, exponent=exponent)  # (..., L, D/2)
+    else:
+        angles = phase64(pos, D, base, phase_dtype)  # (..., L, D/2)
     cos, sin = angles.cos(), angles.sin()
     if layout == "half":
         a, b = x[..., : D // 2], x[..., D // 2 :]

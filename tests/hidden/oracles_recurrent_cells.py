@@ -266,3 +266,41 @@ def jacobian_norms64(kind, params, xs, state=None, *, wrt="h", ord="fro"):
         J = torch.autograd.functional.jacobian(f, point)
         norms.append(torch.linalg.matrix_norm(J, ord=ord))
     return torch.stack(norms)
+
+
+def unroll_grads64(kind, params, xs, state, g_outputs, g_final=None, *, truncated=False):
+    """The gradients of unroll's (outputs, final_state) under upstream ``g_outputs`` (B, T, H)
+    and ``g_final`` (like the state, or None), with respect to xs and the initial state.
+
+    The right ones come from torch.nn.RNN / LSTM / GRU (batch_first=True) in float64;
+    ``truncated`` rebuilds a known bug: the state detached after every step (BPTT cut).
+    Returns (grad of xs (B, T, D), grad of the state: None, h, or (h, c)).
+    """
+    xs = xs.detach().double().requires_grad_()
+    leaves = [] if state is None else [s.detach().double().requires_grad_() for s in flat_state(state)]
+    initial = None if state is None else (tuple(leaves) if kind == "lstm" else leaves[0])
+    if truncated:
+        cell, s, steps = torch_cell(kind, params), initial, []
+        for t in range(xs.shape[1]):
+            s = cell(xs[:, t], s)
+            steps.append(hidden_of(s))
+            if t < xs.shape[1] - 1:
+                s = tuple(v.detach() for v in s) if kind == "lstm" else s.detach()
+        outputs, final = torch.stack(steps, dim=1), s
+    else:
+        module = torch_sequence(kind, params)
+        h0 = None if state is None else (tuple(v.unsqueeze(0) for v in leaves) if kind == "lstm" else leaves[0].unsqueeze(0))
+        outputs, final = module(xs, h0)
+        final = tuple(f.squeeze(0) for f in final) if kind == "lstm" else final.squeeze(0)
+    outs, grads = [outputs], [g_outputs.double()]
+    if g_final is not None:
+        outs += flat_state(final)
+        grads += [g.double() for g in flat_state(g_final)]
+    found = torch.autograd.grad(outs, [xs, *leaves], grads, allow_unused=True)
+    found = [torch.zeros_like(w) if g is None else g for w, g in zip([xs, *leaves], found)]
+    grad_state = None if state is None else (tuple(found[1:]) if kind == "lstm" else found[1])
+    return found[0], grad_state
+
+
+def flat_state(state) -> list:
+    return list(state) if isinstance(state, (tuple, list)) else [state]

@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from oracles import causal_allowed
+from oracles_attention import causal_allowed
 from tensors import randn
 
 LINEAR_BIASES = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",

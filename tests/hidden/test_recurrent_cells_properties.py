@@ -12,17 +12,16 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.testing.compare import assert_close, assert_raises, assert_unmodified, check_tensor
-from autograder.core.subject import Call, New
-from anchors import check_gradients_of
+from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor
+from autograder.core.protocol import Call, New
+from anchors import assert_close, check_gradients_of, tolerance
 from oracles_recurrent_cells import (
     CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, jacobian_norms64, lstm64,
-    permuted_orders, sequence_reference, torch_cell, unroll64,
+    permuted_orders, sequence_reference, torch_cell, unroll64, unroll_grads64,
 )
 from tensors import randn, seeds
 
 pytestmark = pytest.mark.unit("recurrent_cells")
-UNIT = "recurrent_cells"
 # The checks a constant or shape-only answer may pass, and so the only points it may earn
 # (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors;
 # the public last-entry check asks for sqrt(H), a constant.
@@ -85,17 +84,6 @@ def as_pair(got, what):
     return got
 
 
-def close(got, expected, *, hints=None, **kwargs):
-    """assert_close, with ``hints`` a function that builds them only when the check fails
-    (known-wrong answers cost time; a correct submission never needs them)."""
-    try:
-        assert_close(got, expected, **kwargs)
-    except AssertionError:
-        if hints is None:
-            raise
-        assert_close(got, expected, hints=hints(), **kwargs)
-
-
 def assert_cell_output(kind, got, expected, hints=None, *, what="", **tol):
     """Compare one step's output; for an LSTM c' first (its error explains h').
 
@@ -105,9 +93,9 @@ def assert_cell_output(kind, got, expected, hints=None, *, what="", **tol):
         h, c = as_pair(got, f"LSTMCell's output{what}")
         for name, index, value in (("c'", 1, c), ("h'", 0, h)):
             part = None if hints is None else (lambda index=index: [(w[index], t) for w, t in hints()])
-            close(value, expected[index], what=f"{name}{what}", hints=part, **tol)
+            assert_close(value, expected[index], what=f"{name}{what}", hints=part, **tol)
     else:
-        close(got, expected, what=f"h'{what}", hints=hints, **tol)
+        assert_close(got, expected, what=f"h'{what}", hints=hints, **tol)
 
 
 def flat(value):
@@ -116,7 +104,7 @@ def flat(value):
 
 def run_unroll(subject, cell, xs, state=None, **call):
     args = (cell, xs) if state is None else (cell, xs, state)
-    got = subject.run(Call(UNIT, "unroll", args, **call)).output
+    got = subject.run(Call(subject.unit, "unroll", args, **call)).output
     if not (isinstance(got, tuple) and len(got) == 2):
         raise AssertionError("unroll must return a tuple (outputs, final_state)")
     return got
@@ -124,7 +112,7 @@ def run_unroll(subject, cell, xs, state=None, **call):
 
 def run_norms(subject, cell, xs, state=None, **call):
     args = (cell, xs) if state is None else (cell, xs, state)
-    return subject.run(Call(UNIT, "gradient_norms", args, **call)).output
+    return subject.run(Call(subject.unit, "gradient_norms", args, **call)).output
 
 
 # -- cells vs torch ------------------------------------------------------------
@@ -142,9 +130,9 @@ def check_cell_against_torch(subject, kind, case, seed):
     out, arg_grads, param_grads = cell_reference(kind, params, args, upstream)
     cell = student_cell(kind, D, H, bias, params)
     # Values first, without gradients: a wrong shape then reads as a wrong shape.
-    got = subject.run(Call(UNIT, cell, args)).output
+    got = subject.run(Call(subject.unit, cell, args)).output
     assert_cell_output(kind, got, out, lambda: cell_hints(kind, args[0], state_of(args), params))
-    result = subject.run(Call(UNIT, cell, args, grad_outputs=upstream))
+    result = subject.run(Call(subject.unit, cell, args, grad_outputs=upstream))
     # Random upstream gradients: every input and parameter gets its own check.
     names = ["x"] + (["h", "c"] if kind == "lstm" else ["h"])
     got_grads = [result.arg_grads[0]] + (flat(result.arg_grads[1]) if len(args) > 1 else [])
@@ -200,7 +188,7 @@ def test_lstm_open_forget_closed_input_keeps_c(subject, D, H, batch, seed):
     """an LSTM whose forget gate is saturated open and input gate closed keeps c unchanged"""
     params = saturated("lstm", D, H, seed, {0: -1, 1: +1})  # i = 0, f = 1 (gate order i, f, g, o)
     x, (h, c) = step_args("lstm", batch, D, H, seed + 10, True)
-    got = subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, (h, c)))).output
+    got = subject.run(Call(subject.unit, student_cell("lstm", D, H, True, params), (x, (h, c)))).output
     h_next, c_next = as_pair(got, "LSTMCell's output")
     assert_close(c_next, c.double(), what="c' with the forget gate f = 1 and the input gate i = 0", hints=[
         (torch.zeros_like(c, dtype=torch.float64), "c' = f * c + i * g: with f = 1 the old c must come through; the term f * c is missing."),
@@ -216,7 +204,7 @@ def test_lstm_hidden_state_is_bounded(subject, D, H, batch, seed):
     """an LSTM's h' = o * tanh(c') stays within [-1, 1], even when c is large"""
     params = cell_params("lstm", D, H, True, seed, scale=3.0)
     x, state = step_args("lstm", batch, D, H, seed + 10, True, h_scale=1.0, c_scale=6.0)
-    h_next, _ = as_pair(subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, state))).output, "LSTMCell's output")
+    h_next, _ = as_pair(subject.run(Call(subject.unit, student_cell("lstm", D, H, True, params), (x, state))).output, "LSTMCell's output")
     check_tensor(h_next, shape=(batch, H), what="h'")
     worst = float(h_next.abs().max())
     if not worst <= 1.0 + 1e-6:
@@ -230,14 +218,14 @@ def test_gru_update_gate_one_keeps_h(subject, D, H, batch, seed):
     """a GRU whose update gate is saturated to z = 1 returns h unchanged"""
     params = saturated("gru", D, H, seed, {1: +1})  # z = 1 (gate order r, z, n)
     x, h = step_args("gru", batch, D, H, seed + 10, True)
-    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, params), (x, h))).output
+    got = subject.run(Call(subject.unit, student_cell("gru", D, H, True, params), (x, h))).output
     assert_close(got, h.double(), what="h' with the update gate z = 1", hints=[
         (gru64(x, h, params, update_reversed=True), "h' = (1 - z) * n + z * h: with z = 1 the old h comes through unchanged; you swapped z and 1 - z."),
         (gru64(x, h, params, order="zrn"), "weight_ih's blocks are r, z, n: the second block is the update gate z."),
     ])
     # Returning h is right only there: the same cell with a free update gate must move h.
     free = cell_params("gru", D, H, True, seed)
-    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, free), (x, h))).output
+    got = subject.run(Call(subject.unit, student_cell("gru", D, H, True, free), (x, h))).output
     assert_close(got, gru64(x, h, free), what="h' with the update gate free")
 
 
@@ -247,7 +235,7 @@ def test_gru_reset_gate_scales_the_recurrent_projection(subject, D, H, batch, se
     """GRU's reset gate multiplies (W_hn h + b_hn): with r = 0 and z = 0, h' = tanh(W_in x + b_in)"""
     params = saturated("gru", D, H, seed, {0: -1, 1: -1})  # r = 0, z = 0
     x, h = step_args("gru", batch, D, H, seed + 10, True)
-    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, params), (x, h))).output
+    got = subject.run(Call(subject.unit, student_cell("gru", D, H, True, params), (x, h))).output
     w_in, b_in = params["weight_ih"][2 * H:].double(), params["bias_ih"][2 * H:].double()
     w_hn, b_hn = params["weight_hh"][2 * H:].double(), params["bias_hh"][2 * H:].double()
     xn = x.double() @ w_in.t() + b_in
@@ -266,7 +254,7 @@ def test_lstm_gate_order_is_i_f_g_o(subject, D, H, batch, seed):
     params = {"weight_ih": torch.zeros(4 * H, D), "weight_hh": torch.zeros(4 * H, H),
               "bias_ih": randn((4 * H,), seed, scale=2.0), "bias_hh": randn((4 * H,), seed + 1, scale=0.5)}
     x, state = step_args("lstm", batch, D, H, seed + 10, True)
-    got = subject.run(Call(UNIT, student_cell("lstm", D, H, True, params), (x, state))).output
+    got = subject.run(Call(subject.unit, student_cell("lstm", D, H, True, params), (x, state))).output
 
     def hints():
         return [(lstm64(x, state, params, order=order),
@@ -282,7 +270,7 @@ def test_gru_gate_order_is_r_z_n(subject, D, H, batch, seed):
     params = {"weight_ih": torch.zeros(3 * H, D), "weight_hh": torch.zeros(3 * H, H),
               "bias_ih": randn((3 * H,), seed, scale=2.0), "bias_hh": randn((3 * H,), seed + 1, scale=2.0)}
     x, h = step_args("gru", batch, D, H, seed + 10, True)
-    got = subject.run(Call(UNIT, student_cell("gru", D, H, True, params), (x, h))).output
+    got = subject.run(Call(subject.unit, student_cell("gru", D, H, True, params), (x, h))).output
 
     def hints():
         return [(gru64(x, h, params, order=order), f"you read the gate blocks as {', '.join(order)}; torch stacks them r, z, n.")
@@ -335,7 +323,7 @@ def test_unroll_equals_stepping_by_hand(subject, case, seed):
     params, xs, state = make_sequence(case, seed)
     outputs, _ = run_unroll(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
     expected, _ = unroll64(torch_cell(kind, params), xs, state)
-    close(outputs, expected, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
+    assert_close(outputs, expected, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
 
 
 @pytest.mark.points(2)
@@ -346,8 +334,45 @@ def test_unroll_matches_torch_sequence_modules(subject, case, seed):
     params, xs, state = make_sequence(case, seed)
     outputs, final = run_unroll(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
     want_out, want_final = sequence_reference(kind, params, xs, state)
-    close(outputs, want_out, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
+    assert_close(outputs, want_out, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
     assert_final_state(kind, final, want_final)
+
+
+BPTT_CUT = ("the state is detached between steps, which cuts backpropagation through time: no gradient reaches "
+            "earlier steps. Carry the state itself from step to step.")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=20)
+@given(case=sequence_cases(min_T=2), seed=seeds, with_final=st.booleans())
+def test_unroll_gradients_match_torch_sequence_modules(subject, case, seed, with_final):
+    """gradients through unroll with respect to xs and the initial state equal those of torch.nn.RNN / LSTM / GRU (batch_first=True) with the same weights, d outputs[:, -1] / d xs[:, 0] included (backpropagation runs through every step)"""
+    kind, B, T, H = case["kind"], case["B"], case["T"], case["H"]
+    params, xs, state = make_sequence(case, seed)
+    args = (trusted_cell(kind, case["D"], H, case["bias"], params), xs) + (() if state is None else (state,))
+    # Only outputs[:, -1] sends gradient: it reaches xs[:, 0] only through every step's state.
+    last = torch.zeros(B, T, H)
+    last[:, -1] = randn((B, H), seed + 30)
+    result = subject.run(Call(subject.unit, "unroll", args, grad_outputs=(last, None)))
+    want_out, _ = sequence_reference(kind, params, xs, state)
+    assert_close(result.output[0], want_out, what="unroll's outputs", hints=lambda: unroll_hints(kind, params, xs, state))
+    want, _ = unroll_grads64(kind, params, xs, state, last)
+    assert_close(result.arg_grads[1][:, 0], want[:, 0], atol=1e-4, rtol=1e-3,
+                 what="the gradient of outputs[:, -1] with respect to xs[:, 0]",
+                 hints=lambda: [(unroll_grads64(kind, params, xs, state, last, truncated=True)[0][:, 0], BPTT_CUT)])
+    # Random upstream gradients on every output (and the final state): every input gets its own check.
+    g_out = randn((B, T, H), seed + 31)
+    g_final = upstream_like(kind, (B, H), seed + 32) if with_final else None
+    result = subject.run(Call(subject.unit, "unroll", args, grad_outputs=(g_out, g_final)))
+    want_xs, want_state = unroll_grads64(kind, params, xs, state, g_out, g_final)
+    cut_xs, cut_state = unroll_grads64(kind, params, xs, state, g_out, g_final, truncated=True)
+    checks = [("xs", result.arg_grads[1], want_xs, cut_xs)]
+    if state is not None:
+        names = ("h", "c") if kind == "lstm" else ("h",)
+        checks += zip([f"the initial {n}" for n in names], flat(result.arg_grads[2]), flat(want_state), flat(cut_state))
+    for name, got, expected, cut in checks:
+        assert_close(got, expected, atol=1e-4, rtol=1e-3, what=f"the gradient of unroll's outputs with respect to {name}",
+                     hints=[(cut, BPTT_CUT)])
 
 
 @pytest.mark.points(1)
@@ -442,7 +467,7 @@ def test_gradient_norms_match_autograd_jacobians(subject, case, seed):
     params, xs, state = one_sequence(case, seed)
     got = run_norms(subject, trusted_cell(kind, case["D"], case["H"], case["bias"], params), xs, state)
     expected = jacobian_norms64(kind, params, xs, state)
-    close(got, expected, atol=1e-5, rtol=1e-4, what="gradient_norms", hints=lambda: [
+    assert_close(got, expected, atol=1e-5, rtol=1e-4, what="gradient_norms", hints=lambda: [
         (expected.flip(0), "the norms are reversed: entry t-1 is for d h_T / d h_t, so the last entry is sqrt(H)."),
         (expected ** 2, "those are squared Frobenius norms: take the square root."),
         (jacobian_norms64(kind, params, xs, state, wrt="x"), "those are the norms of d h_T / d x_t (the inputs); use the hidden states h_t."),
@@ -489,11 +514,11 @@ def test_gradient_norms_decay_for_a_contractive_rnn(subject, T, D, H, seed):
 @given(kind=st.sampled_from(KINDS), D=st.integers(1, 4), H=st.integers(1, 4), batch=batches, given_state=st.booleans(),
        T=st.integers(1, 4), dtype=st.sampled_from([torch.float64, torch.bfloat16]), seed=seeds)
 def test_dtype_is_preserved(subject, kind, D, H, batch, given_state, T, dtype, seed):
-    """float64 and bfloat16 give results of the same dtype (cells, unroll and gradient_norms), and right values"""
-    tol = dict(atol=1e-10, rtol=1e-9) if dtype == torch.float64 else dict(atol=2e-2, rtol=2e-2)
+    """float64 and bfloat16 give results of the same dtype (cells, unroll and gradient_norms); cell outputs in float64 are right to float64 precision (computed in float64), in bfloat16 within bfloat16 tolerance, and the last gradient norm is sqrt(H)"""
+    tol = tolerance(dtype, atol=2e-2, rtol=2e-2)
     params = cell_params(kind, D, H, True, seed)
     args = step_args(kind, batch, D, H, seed + 10, given_state, dtype=dtype)
-    got = subject.run(Call(UNIT, student_cell(kind, D, H, True, params), args, dtype=dtype)).output
+    got = subject.run(Call(subject.unit, student_cell(kind, D, H, True, params), args, dtype=dtype)).output
     expected, _, _ = cell_reference(kind, params, args, round_to=dtype)
     for g in flat(got):
         check_tensor(g, dtype=dtype, what=f"{CLASS[kind]}'s output for {dtype} inputs")
@@ -518,7 +543,7 @@ def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
     for batch in (B, None):
         for given_state in (False, True):
             args = step_args(kind, batch, D, H, seed + 10, given_state)
-            out = subject.run(Call(UNIT, cell, args, **meta)).output
+            out = subject.run(Call(subject.unit, cell, args, **meta)).output
             for name, g in zip(("h'", "c'"), out if kind == "lstm" else (out,)):
                 check_tensor(g, shape=(*lead(batch), H), device_type="meta",
                              what=f"{CLASS[kind]}'s {name} on meta ({'unbatched' if batch is None else 'batched'}, state {'given' if given_state else 'None'})")
@@ -527,7 +552,7 @@ def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
     check_tensor(outputs, shape=(1, T, H), device_type="meta", what="unroll's outputs on meta")
     norms = run_norms(subject, cell, xs, **meta)
     check_tensor(norms, shape=(T,), device_type="meta", what="gradient_norms on meta")
-    got = subject.run(Call(UNIT, cell, args)).output  # meta tensors hold no values
+    got = subject.run(Call(subject.unit, cell, args)).output  # meta tensors hold no values
     assert_cell_output(kind, got, cell_reference(kind, params, args)[0], what=" on the CPU")
 
 
@@ -543,8 +568,8 @@ def test_cpu_and_cuda_agree(subject, kind, D, H, B, T, seed):
     params = cell_params(kind, D, H, True, seed)
     cell = student_cell(kind, D, H, True, params)
     args = step_args(kind, B, D, H, seed + 10, True)
-    cpu = subject.run(Call(UNIT, cell, args)).output
-    cuda = subject.run(Call(UNIT, cell, args, device="cuda")).output
+    cpu = subject.run(Call(subject.unit, cell, args)).output
+    cuda = subject.run(Call(subject.unit, cell, args, device="cuda")).output
     check_tensor(flat(cuda)[0], device_type="cuda", what=f"{CLASS[kind]}'s output of a CUDA call")
     assert_cell_output(kind, tuple(t.cpu() for t in cuda) if kind == "lstm" else cuda.cpu(), cpu, what=" on CUDA")
     xs = randn((1, T, D), seed + 20)
@@ -561,11 +586,11 @@ def test_cpu_and_cuda_agree(subject, kind, D, H, B, T, seed):
 @pytest.mark.points(2)
 @given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), extra=st.integers(1, 3), seed=seeds)
 def test_bad_shapes_raise_value_error(subject, kind, D, H, B, extra, seed):
-    """bad shapes raise ValueError with a message naming the sizes (cells, unroll, gradient_norms)"""
+    """a wrong input or state width or a state of another batch size raises ValueError naming both sizes; an x of the wrong rank, an unknown nonlinearity, and xs of the wrong rank for unroll or gradient_norms raise ValueError"""
     cell = student_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
 
     def call(*args):
-        return Call(UNIT, cell, args)
+        return Call(subject.unit, cell, args)
 
     x = randn((B, D), seed)
     assert_raises(subject.run, call(randn((B, D + extra), seed)), "ValueError", mentions=(D, D + extra))
@@ -580,18 +605,18 @@ def test_bad_shapes_raise_value_error(subject, kind, D, H, B, extra, seed):
     assert_raises(subject.run, call(x, make_state(kind, (B + extra, H), seed + 3)), "ValueError", mentions=(B, B + extra))
     if kind.startswith("rnn"):
         bad = New("RNNCell", (D, H), {"nonlinearity": "sigmoid"})
-        assert_raises(subject.run, Call(UNIT, bad, (x,)), "ValueError")
+        assert_raises(subject.run, Call(subject.unit, bad, (x,)), "ValueError")
     trusted = trusted_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
     for function in ("unroll", "gradient_norms"):
-        assert_raises(subject.run, Call(UNIT, function, (trusted, randn((3,), seed))), "ValueError")
-    assert_raises(subject.run, Call(UNIT, "unroll", (trusted, randn((1, 1, 2, D), seed))), "ValueError")
+        assert_raises(subject.run, Call(subject.unit, function, (trusted, randn((3,), seed))), "ValueError")
+    assert_raises(subject.run, Call(subject.unit, "unroll", (trusted, randn((1, 1, 2, D), seed))), "ValueError")
 
 
 @pytest.mark.points(2)
 @settings(max_examples=5)
 @given(D=st.integers(1, 4), H=st.integers(1, 4), batch=batches, bias=st.booleans(), seed=seeds)
 def test_cell_gradients_match_finite_differences(subject, D, H, batch, bias, seed):
-    """each cell's gradients with respect to x and h are right (float64 gradcheck)"""
+    """each cell's float64 output is right to float64 precision, and its gradients with respect to x (and h, for RNNCell and GRUCell) agree with finite differences (float64 gradcheck)"""
     for kind in KINDS:
         gradcheck_cell(subject, kind, D, H, batch, bias, seed)
 
@@ -603,15 +628,16 @@ def gradcheck_cell(subject, kind, D, H, batch, bias, seed):
     if kind == "lstm":
         # The engine's gradcheck takes flat tensors: vary x (the state's gradients are checked against torch).
         def build(tensors, grad_outputs):
-            return Call(UNIT, cell, (*tensors, state), dtype=torch.float64, grad_outputs=grad_outputs)
+            return Call(subject.unit, cell, (*tensors, state), dtype=torch.float64, grad_outputs=grad_outputs)
         tensors = [x]
     else:
         def build(tensors, grad_outputs):
-            return Call(UNIT, cell, tuple(tensors), dtype=torch.float64, grad_outputs=grad_outputs)
+            return Call(subject.unit, cell, tuple(tensors), dtype=torch.float64, grad_outputs=grad_outputs)
         tensors = [x, state]
     try:
-        base = check_gradients_of(subject, build, tensors, seed=seed)
-        assert_cell_output(kind, base, cell_reference(kind, params, (x, state))[0], atol=1e-10, rtol=1e-9)
+        expected = cell_reference(kind, params, (x, state))[0]
+        check_gradients_of(subject, build, tensors, seed=seed, expect=lambda base: assert_cell_output(
+            kind, base, expected, **tolerance(torch.float64)))
     except AssertionError as error:
         name = CLASS[kind] + (f"(nonlinearity={kind.removeprefix('rnn_')!r})" if kind.startswith("rnn") else "")
         raise AssertionError(f"{name}: {error}") from None
@@ -623,12 +649,12 @@ def test_noncontiguous_inputs_left_unmodified(subject, kind, D, H, B, T, seed):
     """non-contiguous inputs work, and no input (x, h, c, xs) is modified in place"""
     params = cell_params(kind, D, H, True, seed)
     args = step_args(kind, B, D, H, seed + 10, True)
-    result = subject.run(Call(UNIT, student_cell(kind, D, H, True, params), args, noncontiguous=True))
+    result = subject.run(Call(subject.unit, student_cell(kind, D, H, True, params), args, noncontiguous=True))
     assert_unmodified(result)
     expected, _, _ = cell_reference(kind, params, args)
     assert_cell_output(kind, result.output, expected, what=" for non-contiguous inputs")
     xs = randn((B, T, D), seed + 20)
     state = make_state(kind, (B, H), seed + 30)
-    result = subject.run(Call(UNIT, "unroll", (trusted_cell(kind, D, H, True, params), xs, state), noncontiguous=True))
+    result = subject.run(Call(subject.unit, "unroll", (trusted_cell(kind, D, H, True, params), xs, state), noncontiguous=True))
     assert_unmodified(result)
     assert_close(result.output[0], unroll64(torch_cell(kind, params), xs, state)[0], what="unroll's outputs for non-contiguous inputs")

@@ -31,3 +31,19 @@ def write(unit_file: str, mutant: dict, dest: Path) -> Path:
     source = (ROOT / "solutions" / unit_file).read_text(encoding="utf-8")
     (dest / unit_file).write_text(mutated_source(source, mutant), encoding="utf-8")
     return dest
+
+
+def cases(unit: str, base: Path) -> dict[str, Path]:
+    """Submission folders under ``base`` for grading ``unit``: its correct alternative (if
+    tests/alternatives has one) and every mutant of its catalogue, by name."""
+    from autograder.core.manifest import load_course
+
+    spec = load_course(ROOT).units[unit]
+    found = {}
+    alternative = ROOT / "tests" / "alternatives" / spec.file
+    if alternative.is_file():
+        found["alternative"] = shutil.copytree(ROOT / "solutions", base / "alternative")
+        shutil.copy(alternative, found["alternative"] / spec.file)
+    for m in load(unit):
+        found[m["name"]] = write(spec.file, m, base / m["name"])
+    return found

@@ -9,7 +9,8 @@ import torch
 from autograder.core.forbidden import Operators, Traps, Use, scan_file, scan_source
 from autograder.core.loader import LoadError, load_unit, read_source
 from autograder.core.manifest import load_course
-from autograder.core.subject import Call, InProcessSubject
+from autograder.core.protocol import Call
+from autograder.core.subject import InProcessSubject
 from conftest import ROOT, grade_json
 
 FORBIDDEN = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax")

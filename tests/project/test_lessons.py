@@ -21,14 +21,37 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from autograder.authoring.lesson import languages  # noqa: E402
 from course import lessons, make_plots  # noqa: E402
 from course.demos import DEMOS, UnitNotImplemented, load_units, run_demo, units_for  # noqa: E402
 
 PNG_LIMIT = 200_000  # bytes: small enough to commit (the README shows two of them)
 
 
+def check_figure(fig, name: str) -> None:
+    """Every plot axis is labelled, and an image (colour encodes a value) comes with a labelled colour bar."""
+    colour_bars = [ax for ax in fig.axes if hasattr(ax, "_colorbar")]
+    for ax in fig.axes:
+        if ax in colour_bars:
+            assert ax.get_ylabel() or ax.get_xlabel(), f"{name}: a colour bar without a label"
+            continue
+        assert ax.get_xlabel() and ax.get_ylabel(), f"{name}: axes {ax.get_title()!r} lack a label"
+        assert not ax.images or colour_bars, f"{name}: colour encodes a value but there is no colour bar"
+
+
 def run_small(name: str, tmp_path: Path, units=None) -> dict:
-    result = run_demo(name, tmp_path, size="small", units=units)
+    module = DEMOS[name]
+    save = module.save
+
+    def checked_save(fig, *args, **kwargs):
+        check_figure(fig, name)
+        return save(fig, *args, **kwargs)
+
+    module.save = checked_save
+    try:
+        result = run_demo(name, tmp_path, size="small", units=units)
+    finally:
+        module.save = save
     png = Path(result["png"])
     assert png == tmp_path / f"{name}.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size < PNG_LIMIT, f"{png.name} is {png.stat().st_size} bytes"
@@ -49,13 +72,65 @@ def test_1_rnn_signal_decays_with_distance(tmp_path):
     assert rnn[50] < 1e-6 * rnn[1] and rnn[50] < rnn[25] < rnn[5], f"tanh RNN should fade: {rnn[1]}, {rnn[25]}, {rnn[50]}"
     assert lstm[50] > rnn[50], "the LSTM's gates should slow the fade"
     assert open_lstm[50] > 1e-2 and open_lstm[50] > 1e4 * rnn[50], "open forget gates carry the signal far"
+    five = r["five_percent"]
+    assert five["tanh RNN"] < (five["LSTM (forget bias 3)"] or len(rnn)), f"5% of the signal is left after: {five}"
+
+
+def test_plots_fall_back_to_pinyin_with_a_warning(monkeypatch, capsys):
+    """No CJK font anywhere: cjk_font says so once and returns None (the plots then write pinyin)."""
+    from matplotlib import font_manager
+
+    from course.demos import _common
+
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [])
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
+    assert _common.cjk_font.__wrapped__() is None
+    assert "no CJK font" in capsys.readouterr().err
+
+
+def test_plots_use_the_cjk_font_when_one_is_installed():
+    from matplotlib import font_manager
+
+    from course.demos import _common
+
+    if not any("CJK" in Path(f).name for f in font_manager.findSystemFonts()):
+        pytest.skip("no CJK font installed (make fonts)")
+    font = _common.cjk_font()
+    assert font and font in _common.pyplot().rcParams["font.family"]
+
+
+def test_1b_the_fixed_context_vector_is_a_bottleneck(tmp_path):
+    r = run_small("seq2seq", tmp_path)
+    fixed, attention = r["fixed_vector"], r["attention"]
+    assert fixed[0] > 0.8, f"a short sequence fits in the fixed vector (n={r['lengths'][0]}): {fixed}"
+    assert fixed[-1] < 0.5, f"a long one should not (n={r['lengths'][-1]}): {fixed}"
+    assert attention[-1] > 0.7 and attention[-1] - fixed[-1] > 0.3, f"attention should recall it: {attention}"
+
+
+def test_1c_the_lessons_quote_where_float32_loses_the_signal(tmp_path):
+    """The lessons' number is the demo's, at the size the lessons show (full: about 4 s)."""
+    r = run_demo("rnn_decay", tmp_path, size="full")
+    step = r["float32_floor"]["tanh RNN"]
+    tiny, norms = DEMOS["rnn_decay"].FLOAT32_TINY, r["norms"]["tanh RNN"]
+    assert step is not None and norms[step - 1] >= tiny > norms[step]
+    for lang in languages(lessons.lesson_course()):
+        text = lessons.lesson_path("recurrent_cells", lang).read_text(encoding="utf-8")
+        assert re.search(rf"(?<!\d){step}(?!\d)", text), f"{lang}/recurrent_cells.md should quote step {step}"
 
 
 def test_2_recurrence_is_serial(tmp_path):
     r = run_small("serial_time", tmp_path)
+    lengths, rnn_calls, attention_calls = r["lengths"], r["rnn_calls"], r["attention_calls"]
+    per_token = (rnn_calls[-1] - rnn_calls[0]) / (lengths[-1] - lengths[0])
+    assert per_token >= 1 and all(c == rnn_calls[0] + per_token * (n - lengths[0]) for n, c in zip(lengths, rnn_calls)), (
+        f"the RNN launches a fixed number of kernels per token: {rnn_calls} for L = {lengths}")
+    assert len(set(attention_calls)) == 1, f"attention launches the same kernels at every L: {attention_calls}"
     assert r["rnn_seconds"][-1] > 2 * r["attention_seconds"][-1], (
-        f"at L={r['lengths'][-1]} unroll took {r['rnn_seconds'][-1]:.4f}s, attention {r['attention_seconds'][-1]:.4f}s")
+        f"at L={lengths[-1]} unroll took {r['rnn_seconds'][-1]:.4f}s, attention {r['attention_seconds'][-1]:.4f}s")
     assert r["rnn_slope"] > 0.6, f"the RNN's time should grow linearly with L (log-log slope {r['rnn_slope']:.2f})"
+    assert r["chain_seconds"][-1] > 3 * r["batch_seconds"][-1], (
+        f"{lengths[-1]} tokens in one chain should cost more than in a batch: {r['chain_seconds']} vs {r['batch_seconds']}")
+    assert r["step_seconds"][-1] > r["step_seconds"][0], f"a wider step costs more: {r['step_seconds']}"
 
 
 def test_3_attention_path_is_length_one(tmp_path):
@@ -236,7 +311,7 @@ def test_a_translation_keeps_the_same_cells():
 
 def test_prose_holds_no_code_cells():
     """Code lives in course/demos and solutions/, so a translation copies no code."""
-    for path in (lessons.HERE / "en").glob("*.md"):
+    for path in lessons.HERE.glob("*/*.md"):
         assert "```" not in path.read_text(encoding="utf-8"), f"{path.name}: move code into a placeholder"
 
 

@@ -23,7 +23,7 @@ from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 from autograder.sandbox.host import SandboxSubject
 from autograder.sandbox.zygote import isolation_mode, processes_of
-from autograder.core.subject import Call, New, Result, StudentError
+from autograder.core.protocol import Call, New, Result, StudentError
 
 COURSE = load_course(ROOT)
 HOSTILE = ROOT / "tests" / "hostile"

@@ -162,7 +162,7 @@ import json, resource, sys
 import torch
 from autograder.sandbox.inside import transport
 from autograder.testing.gradcheck import check_gradients
-from autograder.core.subject import Call
+from autograder.core.protocol import Call
 torch.set_num_threads(1)
 
 def peak():

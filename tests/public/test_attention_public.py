@@ -9,26 +9,22 @@ import pytest
 import torch
 
 from autograder.testing.compare import assert_close, assert_raises, check_tensor
-from autograder.core.subject import Call
+from autograder.core.protocol import Call
 
 pytestmark = pytest.mark.unit("attention")
-
-
-def run(subject, target, *args, **kwargs):
-    return subject.run(Call("attention", target, args, kwargs)).output
 
 
 @pytest.mark.points(1)
 def test_softmax_small_example(subject):
     """softmax([0, ln 2, ln 3]) is [1/6, 2/6, 3/6]"""
     x = torch.tensor([0.0, math.log(2.0), math.log(3.0)])
-    assert_close(run(subject, "softmax", x), torch.tensor([1.0, 2.0, 3.0]) / 6, what="softmax([0, ln 2, ln 3])")
+    assert_close(subject.call("softmax", x), torch.tensor([1.0, 2.0, 3.0]) / 6, what="softmax([0, ln 2, ln 3])")
 
 
 @pytest.mark.points(1)
 def test_causal_mask_three_by_three(subject):
     """causal_mask(3) is the lower triangle"""
-    got = check_tensor(run(subject, "causal_mask", 3), shape=(3, 3), dtype=torch.bool, what="causal_mask(3)")
+    got = check_tensor(subject.call("causal_mask", 3), shape=(3, 3), dtype=torch.bool, what="causal_mask(3)")
     assert torch.equal(got, torch.ones(3, 3, dtype=torch.bool).tril()), f"causal_mask(3) gave\n{got}"
 
 
@@ -36,7 +32,7 @@ def test_causal_mask_three_by_three(subject):
 def test_attention_shapes(subject):
     """attention returns output (B, L, Ev) and weights (B, L, S)"""
     q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
-    out, weights = run(subject, "scaled_dot_product_attention", q, k, v)
+    out, weights = subject.call("scaled_dot_product_attention", q, k, v)
     check_tensor(out, shape=(2, 3, 6), what="output")
     check_tensor(weights, shape=(2, 3, 5), what="weights")
 
@@ -48,7 +44,7 @@ def test_attention_hand_example(subject):
     k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
     v = torch.tensor([[[10.0], [20.0]]])  # (1, 2, 1)
     w = torch.softmax(torch.tensor([1.0, 0.0]) / math.sqrt(2.0), dim=0)
-    out, weights = run(subject, "scaled_dot_product_attention", q, k, v)
+    out, weights = subject.call("scaled_dot_product_attention", q, k, v)
     assert_close(weights, w.reshape(1, 1, 2), what="weights")
     assert_close(out, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="output")
 
@@ -66,7 +62,7 @@ def zero_query_case(L: int, S: int):
 def check_even_weights(subject, L, S, expected_rows, **kwargs):
     q, k, v = zero_query_case(L, S)
     expected = torch.tensor(expected_rows).unsqueeze(0)  # (1, L, S)
-    out, weights = run(subject, "scaled_dot_product_attention", q, k, v, **kwargs)
+    out, weights = subject.call("scaled_dot_product_attention", q, k, v, **kwargs)
     assert_close(weights, expected, what="weights")
     assert_close(out, expected @ v, what="output")
 
@@ -89,7 +85,7 @@ def test_float_mask_is_added_to_the_scores(subject):
 def test_causal_with_fewer_queries_than_keys_aligns_bottom_right(subject):
     """is_causal with L=2 queries and S=3 keys aligns bottom-right: query 0 sees keys 0-1, query 1 sees all 3"""
     want = torch.tensor([[True, True, False], [True, True, True]])
-    got = check_tensor(run(subject, "causal_mask", 2, 3), shape=(2, 3), dtype=torch.bool, what="causal_mask(2, 3)")
+    got = check_tensor(subject.call("causal_mask", 2, 3), shape=(2, 3), dtype=torch.bool, what="causal_mask(2, 3)")
     assert torch.equal(got, want), f"causal_mask(2, 3) gave\n{got}\nexpected (query i sits at position i + S - L)\n{want}"
     check_even_weights(subject, 2, 3, [[0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]], is_causal=True)
 
@@ -118,7 +114,7 @@ def test_dropout_zero_is_deterministic(subject):
     q, k, v = (torch.randn(2, 8, 4, generator=gen) for _ in range(3))
     weights = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # sqrt(E) = 2
     for seed in (0, 1):
-        call = Call("attention", "scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.0}, seed=seed)
+        call = Call(subject.unit, "scaled_dot_product_attention", (q, k, v), {"dropout_p": 0.0}, seed=seed)
         out, got = subject.run(call).output
         assert_close(got, weights, what=f"weights with dropout_p=0 (seed {seed})")
         assert_close(out, weights @ v, what=f"output with dropout_p=0 (seed {seed})")
@@ -128,7 +124,7 @@ def test_dropout_zero_is_deterministic(subject):
 def test_dropout_zeroes_weights_and_rescales_the_rest(subject):
     """dropout_p=0.25 zeroes about a quarter of the weights and multiplies the others by 1 / (1 - 0.25)"""
     q, k, v = zero_query_case(40, 10)  # 400 weights, each 1/10 before dropout
-    _, weights = subject.run(Call("attention", "scaled_dot_product_attention", (q, k, v),
+    _, weights = subject.run(Call(subject.unit, "scaled_dot_product_attention", (q, k, v),
                                   {"dropout_p": 0.25}, seed=0)).output
     weights = check_tensor(weights, shape=(1, 40, 10), what="weights")
     dropped = weights == 0
@@ -140,9 +136,9 @@ def test_dropout_zeroes_weights_and_rescales_the_rest(subject):
 def test_softmax_large_inputs_and_other_dims(subject):
     """softmax is finite for inputs of 1e4 and normalizes along the dim it is given"""
     x = torch.tensor([1e4, 1e4 + math.log(3.0)])
-    assert_close(run(subject, "softmax", x), torch.tensor([0.25, 0.75]), what="softmax([1e4, 1e4 + ln 3])")
+    assert_close(subject.call("softmax", x), torch.tensor([0.25, 0.75]), what="softmax([1e4, 1e4 + ln 3])")
     columns = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
-    assert_close(run(subject, "softmax", columns, dim=0), torch.tensor([[0.25, 0.5], [0.75, 0.5]]),
+    assert_close(subject.call("softmax", columns, dim=0), torch.tensor([[0.25, 0.5], [0.75, 0.5]]),
                  what="softmax([[0, 0], [ln 3, 0]], dim=0)")
 
 
@@ -150,12 +146,12 @@ def test_softmax_large_inputs_and_other_dims(subject):
 def test_scale_argument_replaces_one_over_sqrt_e(subject):
     """scale=1 multiplies the scores by 1 instead of 1 / sqrt(E)"""
     q, k = torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[math.log(3.0), 0.0], [0.0, 1.0]]])
-    _, weights = run(subject, "scaled_dot_product_attention", q, k, torch.zeros(1, 2, 1), scale=1.0)
+    _, weights = subject.call("scaled_dot_product_attention", q, k, torch.zeros(1, 2, 1), scale=1.0)
     assert_close(weights, torch.tensor([[[0.75, 0.25]]]), what="weights with scale=1")
 
 
 @pytest.mark.points(1)
 def test_wrong_widths_raise_value_error(subject):
     """query and key of different widths raise ValueError naming both sizes"""
-    call = Call("attention", "scaled_dot_product_attention", (torch.zeros(1, 2, 3), torch.zeros(1, 4, 5), torch.zeros(1, 4, 1)))
+    call = Call(subject.unit, "scaled_dot_product_attention", (torch.zeros(1, 2, 3), torch.zeros(1, 4, 5), torch.zeros(1, 4, 1)))
     assert_raises(subject.run, call, "ValueError", mentions=(3, 5))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from autograder.testing.compare import assert_close, assert_raises, check_tensor
-from autograder.core.subject import Call, New
+from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("multi_head")
 
@@ -27,7 +27,7 @@ def identity_state(E: int) -> dict:
 def test_split_heads_small_example(subject):
     """split_heads of features [0 1 2 3] into 2 heads gives [0 1] and [2 3]"""
     x = torch.arange(8.0).reshape(1, 2, 4)  # (B=1, L=2, E=4)
-    got = subject.run(Call("multi_head", "split_heads", (x, 2))).output
+    got = subject.run(Call(subject.unit, "split_heads", (x, 2))).output
     check_tensor(got, shape=(1, 2, 2, 2), what="split_heads(x, 2)")
     want = torch.tensor([[[[0.0, 1.0], [4.0, 5.0]], [[2.0, 3.0], [6.0, 7.0]]]])
     assert_close(got, want, atol=0, rtol=0, what="split_heads(x, 2)")
@@ -37,8 +37,8 @@ def test_split_heads_small_example(subject):
 def test_merge_heads_undoes_split_heads(subject):
     """merge_heads(split_heads(x)) gives x back"""
     x = torch.arange(2 * 3 * 6.0).reshape(2, 3, 6)
-    split = subject.run(Call("multi_head", "split_heads", (x, 3))).output
-    back = subject.run(Call("multi_head", "merge_heads", (split,))).output
+    split = subject.run(Call(subject.unit, "split_heads", (x, 3))).output
+    back = subject.run(Call(subject.unit, "merge_heads", (split,))).output
     assert_close(back, x, atol=0, rtol=0, what="merge_heads(split_heads(x, 3))")
 
 
@@ -47,10 +47,10 @@ def test_output_and_weight_shapes(subject):
     """the output is (B, L, E); the weights (B, L, S) averaged, or (B, H, L, S) per head"""
     q, kv = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
     recipe = New("MultiHeadAttention", (8, 2))
-    out, weights = subject.run(Call("multi_head", recipe, (q, kv, kv))).output
+    out, weights = subject.run(Call(subject.unit, recipe, (q, kv, kv))).output
     check_tensor(out, shape=(2, 3, 8), what="output")
     check_tensor(weights, shape=(2, 3, 5), what="averaged weights")
-    _, per_head = subject.run(Call("multi_head", recipe, (q, kv, kv), {"average_attn_weights": False})).output
+    _, per_head = subject.run(Call(subject.unit, recipe, (q, kv, kv), {"average_attn_weights": False})).output
     check_tensor(per_head, shape=(2, 2, 3, 5), what="per-head weights")
 
 
@@ -60,7 +60,7 @@ def test_identity_projections_hand_example(subject):
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
     w = torch.softmax(torch.tensor([[1.0, 0.0], [0.0, 1.0]]) / math.sqrt(2.0), dim=-1)
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
-    out, weights = subject.run(Call("multi_head", recipe, (x,))).output
+    out, weights = subject.run(Call(subject.unit, recipe, (x,))).output
     assert_close(weights, w.unsqueeze(0), what="weights")
     assert_close(out, (w @ x[0]).unsqueeze(0), what="output")
 
@@ -71,7 +71,7 @@ def test_padded_key_gets_no_weight(subject):
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # (1, 3, 2)
     padding = torch.tensor([[False, False, True]])
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
-    _, weights = subject.run(Call("multi_head", recipe, (x,), {"key_padding_mask": padding})).output
+    _, weights = subject.run(Call(subject.unit, recipe, (x,), {"key_padding_mask": padding})).output
     check_tensor(weights, shape=(1, 3, 3), what="weights")
     assert_close(weights[..., 2], torch.zeros(1, 3), what="weights of the padded key")
     assert_close(weights.sum(-1), torch.ones(1, 3), what="weight row sums")
@@ -101,10 +101,10 @@ def test_cross_attention_matches_torch(subject):
             want_out, want_weights = ref(q, key, value)
             _, want_per_head = ref(q, key, value, average_attn_weights=False)
         recipe = New("MultiHeadAttention", (4, 2), {"kdim": 3, "vdim": 5, "bias": bias}, state=state)
-        out, weights = subject.run(Call("multi_head", recipe, (q, key, value))).output
+        out, weights = subject.run(Call(subject.unit, recipe, (q, key, value))).output
         assert_close(weights, want_weights, what=f"weights averaged over heads (bias={bias})")
         assert_close(out, want_out, what=f"output (bias={bias})")
-        _, per_head = subject.run(Call("multi_head", recipe, (q, key, value), {"average_attn_weights": False})).output
+        _, per_head = subject.run(Call(subject.unit, recipe, (q, key, value), {"average_attn_weights": False})).output
         assert_close(per_head, want_per_head, what=f"per-head weights (bias={bias})")
 
 
@@ -116,7 +116,7 @@ def test_fully_padded_batch_element_gives_out_proj_bias(subject):
     state = identity_state(2)
     state["out_proj.bias"] = torch.tensor([0.5, -0.5])
     recipe = New("MultiHeadAttention", (2, 1), state=state)
-    out, weights = subject.run(Call("multi_head", recipe, (x,), {"key_padding_mask": padding})).output
+    out, weights = subject.run(Call(subject.unit, recipe, (x,), {"key_padding_mask": padding})).output
     check_tensor(weights, shape=(2, 2, 2), what="weights")
     assert_close(weights[0], torch.tensor([[1.0, 0.0], [1.0, 0.0]]), what="weights of batch element 0 (key 1 padded)")
     assert_close(weights[1], torch.zeros(2, 2), what="weights of batch element 1 (all keys padded)")
@@ -129,7 +129,7 @@ def test_attn_mask_true_means_may_attend(subject):
     x = torch.zeros(1, 2, 2)  # equal scores: the weights spread evenly over the allowed keys
     mask = torch.tensor([[True, False], [True, True]])
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
-    _, weights = subject.run(Call("multi_head", recipe, (x,), {"attn_mask": mask})).output
+    _, weights = subject.run(Call(subject.unit, recipe, (x,), {"attn_mask": mask})).output
     assert_close(weights, torch.tensor([[[1.0, 0.0], [0.5, 0.5]]]), what="weights")
 
 
@@ -138,7 +138,7 @@ def test_is_causal_hides_later_keys(subject):
     """is_causal=True: query i attends only keys j <= i"""
     x = torch.zeros(1, 3, 2)
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
-    _, weights = subject.run(Call("multi_head", recipe, (x,), {"is_causal": True})).output
+    _, weights = subject.run(Call(subject.unit, recipe, (x,), {"is_causal": True})).output
     want = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])
     assert_close(weights, want.unsqueeze(0), what="weights")
 
@@ -149,7 +149,7 @@ def test_need_weights_false_and_eval_dropout(subject):
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     w = torch.softmax(torch.tensor([[1.0, 0.0], [0.0, 1.0]]) / math.sqrt(2.0), dim=-1)
     recipe = New("MultiHeadAttention", (2, 1), {"dropout": 0.5}, state=identity_state(2))
-    out, weights = subject.run(Call("multi_head", recipe, (x,), {"need_weights": False}, seed=0)).output
+    out, weights = subject.run(Call(subject.unit, recipe, (x,), {"need_weights": False}, seed=0)).output
     assert weights is None, f"need_weights=False should give None, got {type(weights).__name__}"
     assert_close(out, (w @ x[0]).unsqueeze(0), what="output in eval mode (dropout off)")
 
@@ -157,7 +157,7 @@ def test_need_weights_false_and_eval_dropout(subject):
 @pytest.mark.points(1)
 def test_wrong_sizes_raise_value_error(subject):
     """embed_dim not divisible by num_heads, or a query of the wrong width, raises ValueError naming the sizes"""
-    assert_raises(subject.run, Call("multi_head", New("MultiHeadAttention", (6, 4)), (torch.zeros(1, 2, 6),)),
+    assert_raises(subject.run, Call(subject.unit, New("MultiHeadAttention", (6, 4)), (torch.zeros(1, 2, 6),)),
                   "ValueError", mentions=(6, 4))
-    assert_raises(subject.run, Call("multi_head", New("MultiHeadAttention", (4, 2)), (torch.zeros(1, 2, 3),)),
+    assert_raises(subject.run, Call(subject.unit, New("MultiHeadAttention", (4, 2)), (torch.zeros(1, 2, 3),)),
                   "ValueError", mentions=(3,))

@@ -9,13 +9,9 @@ import pytest
 import torch
 
 from autograder.testing.compare import assert_close, assert_raises, check_tensor
-from autograder.core.subject import Call, New
+from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("positional_encoding")
-
-
-def run(subject, target, *args, **kwargs):
-    return subject.run(Call("positional_encoding", target, args, kwargs)).output
 
 
 @pytest.mark.points(1)
@@ -24,7 +20,7 @@ def test_sinusoidal_table_two_by_four(subject):
     # dim = 4: pair 0 turns at 10000^0 = 1, pair 1 at 10000^(-2/4) = 1/100.
     expected = torch.tensor([[0.0, 1.0, 0.0, 1.0],
                              [math.sin(1.0), math.cos(1.0), math.sin(0.01), math.cos(0.01)]])
-    got = check_tensor(run(subject, "sinusoidal_encoding", 2, 4), shape=(2, 4), dtype=torch.float32,
+    got = check_tensor(subject.call("sinusoidal_encoding", 2, 4), shape=(2, 4), dtype=torch.float32,
                        what="sinusoidal_encoding(2, 4)")
     assert_close(got, expected, what="sinusoidal_encoding(2, 4)")
 
@@ -35,9 +31,9 @@ def test_module_adds_the_table_to_zeros(subject):
     zeros = torch.zeros(1, 2, 4)
     table = torch.tensor([[0.0, 1.0, 0.0, 1.0],
                           [math.sin(1.0), math.cos(1.0), math.sin(0.01), math.cos(0.01)]])
-    got = subject.run(Call("positional_encoding", New("SinusoidalPositionalEncoding", (4,)), (zeros,))).output
+    got = subject.run(Call(subject.unit, New("SinusoidalPositionalEncoding", (4,)), (zeros,))).output
     assert_close(got, table.unsqueeze(0), what="SinusoidalPositionalEncoding(4)(zeros(1, 2, 4))")
-    shifted = subject.run(Call("positional_encoding", New("SinusoidalPositionalEncoding", (4,)), (zeros[:, :1],),
+    shifted = subject.run(Call(subject.unit, New("SinusoidalPositionalEncoding", (4,)), (zeros[:, :1],),
                                {"offset": 1})).output
     assert_close(shifted, table[1:].unsqueeze(0), what="SinusoidalPositionalEncoding(4)(zeros(1, 1, 4), offset=1)")
 
@@ -47,7 +43,7 @@ def test_rope_rotates_the_first_pair(subject):
     """apply_rope turns (1, 0) at position 1 to (cos 1, sin 1), and leaves position 0 alone"""
     x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # (L=3, D=2)
     expected = torch.tensor([[1.0, 0.0], [math.cos(1.0), math.sin(1.0)], [-math.sin(2.0), math.cos(2.0)]])
-    assert_close(run(subject, "apply_rope", x), expected, what="apply_rope(x) with D = 2")
+    assert_close(subject.call("apply_rope", x), expected, what="apply_rope(x) with D = 2")
 
 
 @pytest.mark.points(1)
@@ -56,7 +52,7 @@ def test_rope_pairs_are_interleaved(subject):
     # Pair 0 turns at 10000^0 = 1 whatever the frequency formula, so only the pairing matters here.
     x = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]])  # (1, L=2, D=4): e_1 twice
     expected = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [-math.sin(1.0), math.cos(1.0), 0.0, 0.0]]])
-    got = check_tensor(run(subject, "apply_rope", x), shape=(1, 2, 4), what="apply_rope(x)")
+    got = check_tensor(subject.call("apply_rope", x), shape=(1, 2, 4), what="apply_rope(x)")
     assert_close(got, expected, what="apply_rope of e_1 at positions 0 and 1")
 
 
@@ -66,7 +62,7 @@ def test_rope_pair_frequency(subject):
     x = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0]]])  # (1, L=2, D=4): e_2 twice
     t = 10000.0 ** (-2 / 4)  # pair 1 at position 1; the exponent i/D instead of 2i/D would give 0.1
     expected = torch.tensor([[[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, math.cos(t), math.sin(t)]]])
-    got = check_tensor(run(subject, "apply_rope", x), shape=(1, 2, 4), what="apply_rope(x)")
+    got = check_tensor(subject.call("apply_rope", x), shape=(1, 2, 4), what="apply_rope(x)")
     assert_close(got, expected, what="apply_rope of e_2 at positions 0 and 1")
 
 
@@ -75,20 +71,20 @@ def test_rope_explicit_positions(subject):
     """apply_rope with positions=[5, 0] turns the first token by 5 and leaves the second alone"""
     x = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     expected = torch.tensor([[math.cos(5.0), math.sin(5.0)], [1.0, 0.0]])
-    assert_close(run(subject, "apply_rope", x, torch.tensor([5, 0])), expected, what="apply_rope(x, positions=[5, 0])")
+    assert_close(subject.call("apply_rope", x, torch.tensor([5, 0])), expected, what="apply_rope(x, positions=[5, 0])")
 
 
 @pytest.mark.points(1)
 def test_base_argument(subject):
     """base=100 makes pair 1 of dim 4 turn at 100^(-2/4) = 0.1, in the table, the module and apply_rope"""
     row1 = torch.tensor([math.sin(1.0), math.cos(1.0), math.sin(0.1), math.cos(0.1)])
-    table = check_tensor(run(subject, "sinusoidal_encoding", 2, 4, base=100.0), shape=(2, 4), what="the table")
+    table = check_tensor(subject.call("sinusoidal_encoding", 2, 4, base=100.0), shape=(2, 4), what="the table")
     assert_close(table[1], row1, what="sinusoidal_encoding(2, 4, base=100)[1]")
     module = New("SinusoidalPositionalEncoding", (4,), {"base": 100.0})
-    got = subject.run(Call("positional_encoding", module, (torch.zeros(1, 2, 4),))).output
+    got = subject.run(Call(subject.unit, module, (torch.zeros(1, 2, 4),))).output
     assert_close(got[0, 1], row1, what="SinusoidalPositionalEncoding(4, base=100)(zeros)[0, 1]")
     x = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
-    assert_close(run(subject, "apply_rope", x, base=100.0)[1], torch.tensor([0.0, 0.0, math.cos(0.1), math.sin(0.1)]),
+    assert_close(subject.call("apply_rope", x, base=100.0)[1], torch.tensor([0.0, 0.0, math.cos(0.1), math.sin(0.1)]),
                  what="apply_rope(e_2, base=100) at position 1")
 
 
@@ -96,7 +92,7 @@ def test_base_argument(subject):
 def test_module_adds_to_x_and_keeps_the_table_out_of_state_dict(subject):
     """SinusoidalPositionalEncoding returns x + PE (x unscaled), and its table is not in state_dict"""
     x = torch.full((1, 1, 4), 2.0)
-    result = subject.run(Call("positional_encoding", New("SinusoidalPositionalEncoding", (4,)), (x,), return_state=True))
+    result = subject.run(Call(subject.unit, New("SinusoidalPositionalEncoding", (4,)), (x,), return_state=True))
     assert_close(result.output, torch.tensor([[[2.0, 3.0, 2.0, 3.0]]]), what="SinusoidalPositionalEncoding(4)(2 * ones(1, 1, 4))")
     assert not result.state, f"state_dict should be empty (the table is a non-persistent buffer), got {sorted(result.state)}"
 
@@ -105,14 +101,14 @@ def test_module_adds_to_x_and_keeps_the_table_out_of_state_dict(subject):
 def test_max_len_limits_the_positions(subject):
     """with max_len=3, offset + L = 3 fits and offset + L = 4 raises ValueError naming max_len"""
     module = New("SinusoidalPositionalEncoding", (2, 3))
-    fits = subject.run(Call("positional_encoding", module, (torch.zeros(1, 2, 2),), {"offset": 1})).output
+    fits = subject.run(Call(subject.unit, module, (torch.zeros(1, 2, 2),), {"offset": 1})).output
     check_tensor(fits, shape=(1, 2, 2), what="offset=1, L=2 with max_len=3")
-    assert_raises(subject.run, Call("positional_encoding", module, (torch.zeros(1, 2, 2),), {"offset": 2}),
+    assert_raises(subject.run, Call(subject.unit, module, (torch.zeros(1, 2, 2),), {"offset": 2}),
                   "ValueError", mentions=(3,))
 
 
 @pytest.mark.points(1)
 def test_odd_dims_raise_value_error(subject):
     """an odd dim raises ValueError naming it, in sinusoidal_encoding and apply_rope"""
-    assert_raises(subject.run, Call("positional_encoding", "sinusoidal_encoding", (2, 5)), "ValueError", mentions=(5,))
-    assert_raises(subject.run, Call("positional_encoding", "apply_rope", (torch.zeros(2, 3),)), "ValueError", mentions=(3,))
+    assert_raises(subject.run, Call(subject.unit, "sinusoidal_encoding", (2, 5)), "ValueError", mentions=(5,))
+    assert_raises(subject.run, Call(subject.unit, "apply_rope", (torch.zeros(2, 3),)), "ValueError", mentions=(3,))

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from autograder.testing.compare import assert_close, assert_raises, check_tensor
-from autograder.core.subject import Call, New
+from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("recurrent_cells")
-UNIT = "recurrent_cells"
 
 
 def zeros_state(gates, D, H):
@@ -27,7 +26,7 @@ def test_rnn_cell_hand_example(subject):
     state = {"weight_ih": torch.tensor([[1.0]]), "weight_hh": torch.tensor([[0.5]]),
              "bias_ih": torch.zeros(1), "bias_hh": torch.zeros(1)}
     cell = New("RNNCell", (1, 1), state=state)
-    got = subject.run(Call(UNIT, cell, (torch.tensor([[2.0]]), torch.tensor([[2.0]])))).output
+    got = subject.run(Call(subject.unit, cell, (torch.tensor([[2.0]]), torch.tensor([[2.0]])))).output
     assert_close(got, torch.tensor([[math.tanh(3.0)]]), what="h'")
 
 
@@ -36,7 +35,7 @@ def test_lstm_cell_zero_weights(subject):
     """LSTMCell with zero weights: every gate is 1/2, so c' = c / 2 and h' = tanh(c') / 2"""
     cell = New("LSTMCell", (2, 3), state=zeros_state(4, 2, 3))
     c = torch.tensor([[1.0, -2.0, 0.5]])
-    h_next, c_next = subject.run(Call(UNIT, cell, (torch.ones(1, 2), (torch.zeros(1, 3), c)))).output
+    h_next, c_next = subject.run(Call(subject.unit, cell, (torch.ones(1, 2), (torch.zeros(1, 3), c)))).output
     assert_close(c_next, c / 2, what="c'")
     assert_close(h_next, torch.tanh(c / 2) / 2, what="h'")
 
@@ -46,14 +45,14 @@ def test_gru_cell_zero_weights(subject):
     """GRUCell with zero weights: z = 1/2 and n = 0, so h' = h / 2"""
     cell = New("GRUCell", (2, 3), state=zeros_state(3, 2, 3))
     h = torch.tensor([[1.0, -2.0, 0.5]])
-    got = subject.run(Call(UNIT, cell, (torch.ones(1, 2), h))).output
+    got = subject.run(Call(subject.unit, cell, (torch.ones(1, 2), h))).output
     assert_close(got, h / 2, what="h'")
 
 
 @pytest.mark.points(1)
 def test_unroll_shapes(subject):
     """unroll of an RNNCell(3, 4) over xs (2, 5, 3) gives outputs (2, 5, 4) and final_state = outputs[:, -1]"""
-    outputs, final = subject.run(Call(UNIT, "unroll", (New("RNNCell", (3, 4)), torch.randn(2, 5, 3)))).output
+    outputs, final = subject.run(Call(subject.unit, "unroll", (New("RNNCell", (3, 4)), torch.randn(2, 5, 3)))).output
     check_tensor(outputs, shape=(2, 5, 4), what="outputs")
     assert_close(final, outputs[:, -1], what="final_state")
 
@@ -61,7 +60,7 @@ def test_unroll_shapes(subject):
 @pytest.mark.points(1)
 def test_gradient_norms_last_entry(subject):
     """gradient_norms over 4 steps has 4 entries, the last sqrt(H) = 2 for H = 4"""
-    norms = subject.run(Call(UNIT, "gradient_norms", (New("GRUCell", (3, 4)), torch.randn(1, 4, 3)))).output
+    norms = subject.run(Call(subject.unit, "gradient_norms", (New("GRUCell", (3, 4)), torch.randn(1, 4, 3)))).output
     check_tensor(norms, shape=(4,), what="gradient_norms")
     assert_close(norms[-1], torch.tensor(2.0), what="the last entry")
 
@@ -84,7 +83,7 @@ def test_cells_match_torch(subject):
         ref, params = torch_cell(kind, 3, 4, **kwargs)
         with torch.no_grad():
             want = ref(x, state)
-        got = subject.run(Call(UNIT, New(kind, (3, 4), kwargs, state=params), (x, state))).output
+        got = subject.run(Call(subject.unit, New(kind, (3, 4), kwargs, state=params), (x, state))).output
         pairs = zip(got, want, ("h'", "c'")) if kind == "LSTMCell" else [(got, want, "h'")]
         for g, w, name in pairs:
             assert_close(g, w, what=f"{kind} {kwargs or ''} {name}")
@@ -95,7 +94,7 @@ def test_unbatched_step_stays_unbatched(subject):
     """an unbatched step x (D,) with h (H,) gives h' (H,), equal to the batched step's row"""
     ref, params = torch_cell("RNNCell", 3, 4)
     x, h = torch.ones(3), torch.zeros(4)
-    got = check_tensor(subject.run(Call(UNIT, New("RNNCell", (3, 4), state=params), (x, h))).output, shape=(4,), what="h'")
+    got = check_tensor(subject.run(Call(subject.unit, New("RNNCell", (3, 4), state=params), (x, h))).output, shape=(4,), what="h'")
     with torch.no_grad():
         assert_close(got, ref(x.unsqueeze(0), h.unsqueeze(0))[0], what="h'")
 
@@ -111,7 +110,7 @@ def test_unroll_steps_through_time_from_the_given_state(subject):
         for t in range(3):
             want = ref(xs[:, t], want)
             hs.append(want[0])
-    outputs, final = subject.run(Call(UNIT, "unroll", (New("LSTMCell", (2, 3), state=params), xs, state))).output
+    outputs, final = subject.run(Call(subject.unit, "unroll", (New("LSTMCell", (2, 3), state=params), xs, state))).output
     assert_close(outputs, torch.stack(hs, dim=1), what="outputs (the h of every step)")
     assert isinstance(final, (tuple, list)) and len(final) == 2, "an LSTM's final_state is the pair (h, c)"
     assert_close(final[0], want[0], what="final h")
@@ -121,7 +120,7 @@ def test_unroll_steps_through_time_from_the_given_state(subject):
 @pytest.mark.points(1)
 def test_wrong_shapes_raise_value_error(subject):
     """a wrong input size, or xs that is not (B, T, D), raises ValueError naming the sizes"""
-    assert_raises(subject.run, Call(UNIT, New("RNNCell", (3, 4)), (torch.zeros(2, 5),)), "ValueError", mentions=(3, 5))
+    assert_raises(subject.run, Call(subject.unit, New("RNNCell", (3, 4)), (torch.zeros(2, 5),)), "ValueError", mentions=(3, 5))
     # xs (4, 3) is not (B, T, D), though each xs[:, t] would pass as an unbatched step of size 4.
-    assert_raises(subject.run, Call(UNIT, "unroll", (New("RNNCell", (4, 4)), torch.zeros(4, 3))), "ValueError",
+    assert_raises(subject.run, Call(subject.unit, "unroll", (New("RNNCell", (4, 4)), torch.zeros(4, 3))), "ValueError",
                   mentions=(4, 3))

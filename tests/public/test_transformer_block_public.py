@@ -9,14 +9,9 @@ import pytest
 import torch
 
 from autograder.testing.compare import assert_close, assert_raises, check_tensor
-from autograder.core.subject import Call, New
+from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("transformer_block")
-UNIT = "transformer_block"
-
-
-def run(subject, recipe, *args, **kwargs):
-    return subject.run(Call(UNIT, recipe, args, kwargs)).output
 
 
 @pytest.mark.points(1)
@@ -24,7 +19,7 @@ def test_layer_norm_small_example(subject):
     """LayerNorm(4) of [1, 2, 3, 4] is (x - 2.5) / sqrt(1.25 + 1e-5)"""
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     expected = (x - 2.5) / math.sqrt(1.25 + 1e-5)  # mean 2.5, biased variance 1.25
-    assert_close(run(subject, New("LayerNorm", (4,)), x), expected, what="LayerNorm(4)([1, 2, 3, 4])")
+    assert_close(subject.call(New("LayerNorm", (4,)), x), expected, what="LayerNorm(4)([1, 2, 3, 4])")
 
 
 @pytest.mark.points(1)
@@ -34,7 +29,7 @@ def test_feed_forward_identity_layers_give_gelu(subject):
              "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
     x = torch.tensor([[[-1.0, 0.0, 1.0]]])
     expected = torch.tensor([[[-0.15865525, 0.0, 0.84134475]]])  # x * Phi(x)
-    assert_close(run(subject, New("FeedForward", (3, 3), state=state), x), expected, atol=1e-6,
+    assert_close(subject.call(New("FeedForward", (3, 3), state=state), x), expected, atol=1e-6,
                  what="FeedForward with identity layers")
 
 
@@ -43,7 +38,7 @@ def test_block_output_shape(subject):
     """TransformerBlock(8, 2, 16) maps (2, 5, 8) to (2, 5, 8) in both norm modes"""
     x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
     for norm_first in (False, True):
-        out = run(subject, New("TransformerBlock", (8, 2, 16), {"norm_first": norm_first}), x)
+        out = subject.call(New("TransformerBlock", (8, 2, 16), {"norm_first": norm_first}), x)
         check_tensor(out, shape=(2, 5, 8), dtype=torch.float32, what=f"output with norm_first={norm_first}")
 
 
@@ -63,7 +58,7 @@ def test_pre_norm_block_with_silent_sublayers_is_identity(subject):
     state["self_attn.out_proj.weight"] = torch.zeros(d, d)
     state["self_attn.out_proj.bias"] = torch.zeros(d)
     x = torch.randn(1, 3, d, generator=gen)
-    out = run(subject, New("TransformerBlock", (d, 2, d_ff), {"norm_first": True}, state=state), x)
+    out = subject.call(New("TransformerBlock", (d, 2, d_ff), {"norm_first": True}, state=state), x)
     assert_close(out, x, what="pre-norm block with zero sublayer outputs (the residuals alone)")
 
 
@@ -100,7 +95,7 @@ def check_against_torch(subject, *, norm_first: bool, bias: bool = True, masks: 
     with torch.no_grad():
         want = ref(x, **theirs)
     recipe = New("TransformerBlock", (8, 2, 16), {"norm_first": norm_first, "bias": bias}, state=state)
-    assert_close(run(subject, recipe, x, **kwargs), want, atol=1e-5,
+    assert_close(subject.call(recipe, x, **kwargs), want, atol=1e-5,
                  what=f"output with norm_first={norm_first}, bias={bias}" + (", is_causal and padding" if masks else ""))
 
 
@@ -125,9 +120,9 @@ def test_block_passes_the_masks_to_attention(subject):
 @pytest.mark.points(1)
 def test_bias_false_removes_every_bias(subject):
     """bias=False: no Linear and no LayerNorm has a bias, as nn.TransformerEncoderLayer(..., bias=False)"""
-    norm = subject.run(Call(UNIT, New("LayerNorm", (4,), {"bias": False}), (torch.zeros(1, 4),), return_state=True))
+    norm = subject.run(Call(subject.unit, New("LayerNorm", (4,), {"bias": False}), (torch.zeros(1, 4),), return_state=True))
     assert sorted(norm.state) == ["weight"], f"LayerNorm(4, bias=False) should have only a weight, got {sorted(norm.state)}"
-    ffn = subject.run(Call(UNIT, New("FeedForward", (4, 8), {"bias": False}), (torch.zeros(1, 1, 4),), return_state=True))
+    ffn = subject.run(Call(subject.unit, New("FeedForward", (4, 8), {"bias": False}), (torch.zeros(1, 1, 4),), return_state=True))
     assert sorted(ffn.state) == ["linear1.weight", "linear2.weight"], f"FeedForward(4, 8, bias=False) has {sorted(ffn.state)}"
     check_against_torch(subject, norm_first=False, bias=False)
 
@@ -137,13 +132,13 @@ def test_layer_norm_eps_and_rows(subject):
     """LayerNorm(2, eps=1) of [[1, 3], [0, 10]] normalizes each row: (x - mean) / sqrt(var + 1)"""
     x = torch.tensor([[1.0, 3.0], [0.0, 10.0]])  # row means 2 and 5, biased variances 1 and 25
     expected = torch.tensor([[-1.0, 1.0], [-5.0, 5.0]]) / torch.tensor([[math.sqrt(2.0)], [math.sqrt(26.0)]])
-    assert_close(run(subject, New("LayerNorm", (2,), {"eps": 1.0}), x), expected, what="LayerNorm(2, eps=1)(x)")
+    assert_close(subject.call(New("LayerNorm", (2,), {"eps": 1.0}), x), expected, what="LayerNorm(2, eps=1)(x)")
 
 
 @pytest.mark.points(1)
 def test_layer_norm_without_affine_has_no_parameters(subject):
     """LayerNorm(4, elementwise_affine=False) has no parameters"""
-    result = subject.run(Call(UNIT, New("LayerNorm", (4,), {"elementwise_affine": False}), (torch.ones(1, 4),),
+    result = subject.run(Call(subject.unit, New("LayerNorm", (4,), {"elementwise_affine": False}), (torch.ones(1, 4),),
                               return_state=True))
     assert not result.state, f"state_dict should be empty, got {sorted(result.state)}"
 
@@ -151,7 +146,7 @@ def test_layer_norm_without_affine_has_no_parameters(subject):
 @pytest.mark.points(1)
 def test_layer_norm_wrong_size_raises_value_error(subject):
     """LayerNorm(4) of x whose last dim is 3 raises ValueError naming both sizes"""
-    assert_raises(subject.run, Call(UNIT, New("LayerNorm", (4,)), (torch.zeros(2, 3),)), "ValueError", mentions=(4, 3))
+    assert_raises(subject.run, Call(subject.unit, New("LayerNorm", (4,)), (torch.zeros(2, 3),)), "ValueError", mentions=(4, 3))
 
 
 @pytest.mark.points(1)
@@ -160,5 +155,5 @@ def test_feed_forward_dropout_is_off_in_eval_mode(subject):
     state = {"linear1.weight": torch.eye(3), "linear1.bias": torch.zeros(3),
              "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
     x = torch.tensor([[[-1.0, 0.0, 1.0]]])
-    got = subject.run(Call(UNIT, New("FeedForward", (3, 3), {"dropout": 0.5}, state=state), (x,), seed=0)).output
+    got = subject.run(Call(subject.unit, New("FeedForward", (3, 3), {"dropout": 0.5}, state=state), (x,), seed=0)).output
     assert_close(got, torch.nn.functional.gelu(x), what="FeedForward with dropout=0.5 in eval mode")

@@ -22,11 +22,14 @@ def softmax64(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.softmax(x.double(), dim=dim).nan_to_num(0.0)
 
 
-def attention64(q, k, v, mask=None, *, is_causal=False, scale=None, softmax_dim=-1, causal_top_left=False):
+def attention64(q, k, v, mask=None, *, is_causal=False, scale=None, softmax_dim=-1, causal_top_left=False,
+                causal_strict=False, finite=False):
     """Scaled dot-product attention in float64: returns (output, weights).
 
-    ``softmax_dim`` and ``causal_top_left`` exist to build known-wrong answers
-    for hints; the right answer uses their defaults.
+    ``softmax_dim``, ``causal_top_left``, ``causal_strict`` (the diagonal hidden)
+    and ``finite`` (masked scores set to -1e9, so a fully masked row gets uniform
+    weights) exist to build known-wrong answers for hints; the right answer uses
+    their defaults.
     """
     q, k, v = q.double(), k.double(), v.double()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -39,7 +42,10 @@ def attention64(q, k, v, mask=None, *, is_causal=False, scale=None, softmax_dim=
     if is_causal:
         L, S = q.shape[-2], k.shape[-2]
         top_left = torch.arange(S).unsqueeze(0) <= torch.arange(L).unsqueeze(1)
-        allowed = allowed & (top_left if causal_top_left else causal_allowed(L, S))
-    weights = softmax64(scores.masked_fill(~allowed, float("-inf")), dim=softmax_dim)
-    weights = weights.masked_fill(~allowed, 0.0)
+        strict = torch.arange(S).unsqueeze(0) < torch.arange(L).unsqueeze(1) + (S - L)
+        allowed = allowed & (top_left if causal_top_left else strict if causal_strict else causal_allowed(L, S))
+    if finite:
+        weights = softmax64(scores.masked_fill(~allowed, -1e9), dim=softmax_dim)
+    else:
+        weights = softmax64(scores.masked_fill(~allowed, float("-inf")), dim=softmax_dim).masked_fill(~allowed, 0.0)
     return weights @ v, weights
