@@ -1,0 +1,1 @@
+"""Layer 0: the manifest, the Call/Result protocol and Subject, the loader, the in-process subject, forbidden uses, results, determinism, messages, scoring and the pytest plugin. Imports no other layer."""
