@@ -4,6 +4,7 @@ Each test's docstring is the property students read; its points are marked.
 Tests reach the student's code only through ``subject``.
 """
 import math
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -26,12 +27,22 @@ SHAPE_CHECKS = (
 )
 
 
+class QKVShapes(NamedTuple):
+    """A counterexample's sizes, labelled as the API page names them (its repr is what a student reads)."""
+
+    B: tuple  # the batch dims, any number
+    L: int
+    S: int
+    E: int
+    Ev: int
+
+
 @st.composite
 def qkv_shapes(draw, *, min_len=1, max_len=6, max_dim=8):
     batch = draw(batch_dims)
     L, S = draw(st.integers(min_len, max_len)), draw(st.integers(min_len, max_len))
     E, Ev = draw(st.integers(1, max_dim)), draw(st.integers(1, max_dim))
-    return batch, L, S, E, Ev
+    return QKVShapes(batch, L, S, E, Ev)
 
 
 def make_qkv(shapes, seed, dtype=torch.float32):

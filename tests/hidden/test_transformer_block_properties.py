@@ -18,6 +18,8 @@ Decisions where the API page is silent (following ``nn.TransformerEncoderLayer``
     eps placement, which changes such rows by a factor of 3, is still pinned.
 """
 
+from typing import NamedTuple
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -56,13 +58,24 @@ def _single_threaded():
 
 # -- shapes and calls -------------------------------------------------------------
 
+class BlockShapes(NamedTuple):
+    """A counterexample's sizes, labelled (its repr is what a student reads)."""
+
+    B: int
+    L: int
+    d_model: int
+    num_heads: int
+    d_ff: int
+
+
 @st.composite
 def block_shapes(draw, *, min_len=1, max_len=6, max_batch=3):
     """(B, L, d_model, num_heads, d_ff) with d_model a multiple of num_heads."""
     heads = draw(st.sampled_from([1, 2, 4]))
     # d_model >= 4: a LayerNorm over 2 features maps every row to +-1, where many bugs look alike.
     d_model = max(4, heads * draw(st.integers(1, 4)))
-    return draw(st.integers(1, max_batch)), draw(st.integers(min_len, max_len)), d_model, heads, draw(st.integers(1, 24))
+    return BlockShapes(draw(st.integers(1, max_batch)), draw(st.integers(min_len, max_len)), d_model, heads,
+                       draw(st.integers(1, 24)))
 
 
 def block_recipe(shapes, state, **kwargs):
