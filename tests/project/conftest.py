@@ -33,22 +33,51 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
     Results are cached for this test run (both xdist workers share it), per submission: a
     submission's grade depends only on its own files and the options (hypothesis's examples
     are a function of the test alone), so the mutant catalogue graded for one test is not
-    graded again for the next. Only the submissions not graded yet in this run are graded,
-    in one CLI run.
+    graded again for the next. What no one has graded yet is graded here, in one CLI run;
+    what the other worker is grading right now is waited for afterwards, never before.
     """
     unit_args = [arg for unit in units for arg in ("--unit", unit)]
     keys = [_grade_key(Path(p), unit_args, extra) for p in paths]
-    with _locked(sorted(set(keys))):
-        todo = [(p, k) for p, k in zip(paths, keys) if not (_cache() / f"{k}.json").is_file()]
-        if todo:
-            out = json.loads(attn_course("grade", *(str(p) for p, _ in todo), *unit_args, "--format", "json",
-                                         *extra).stdout)
-            for (_, key), result in zip(todo, out if isinstance(out, list) else [out]):
-                (_cache() / f"{key}.json").write_text(json.dumps(result), encoding="utf-8")
+    folder = dict(zip(keys, paths))
+    with contextlib.ExitStack() as held:
+        mine, theirs = [], []
+        for key in sorted(set(keys)):
+            if not _cached(key):
+                (mine if _try_lock(held, key) else theirs).append(key)
+        _grade_into_cache([k for k in mine if not _cached(k)], folder, unit_args, extra)
+        for key in theirs:  # by now, most likely done by the other worker
+            with open(_cache() / f"{key}.lock", "w") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                _grade_into_cache([key] if not _cached(key) else [], folder, unit_args, extra)
     results = [json.loads((_cache() / f"{k}.json").read_text(encoding="utf-8")) for k in keys]
     for path, result in zip(paths, results):
         result["submission"] = str(Path(path).resolve())
     return results
+
+
+def _cached(key: str) -> bool:
+    return (_cache() / f"{key}.json").is_file()
+
+
+def _try_lock(held: contextlib.ExitStack, key: str) -> bool:
+    """Take ``key``'s lock for the rest of ``held`` if no one holds it."""
+    handle = held.enter_context(open(_cache() / f"{key}.lock", "w"))
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _grade_into_cache(keys: list[str], folder: dict[str, Path], unit_args: list[str], extra: tuple[str, ...]) -> None:
+    if not keys:
+        return
+    out = json.loads(attn_course("grade", *(str(folder[k]) for k in keys), *unit_args, "--format", "json",
+                                 *extra).stdout)
+    for key, result in zip(keys, out if isinstance(out, list) else [out]):
+        part = _cache() / f"{key}.part"
+        part.write_text(json.dumps(result), encoding="utf-8")
+        os.replace(part, _cache() / f"{key}.json")  # whole or absent: the other worker may be looking
 
 
 # One folder per test run, made by the controller (pytest_configure) before its workers start,
@@ -68,21 +97,6 @@ def _grade_key(folder: Path, unit_args: list[str], extra: tuple[str, ...]) -> st
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:32]
-
-
-@contextlib.contextmanager
-def _locked(keys: list[str]):
-    """Hold a lock per key (taken in sorted order: no deadlock between the workers)."""
-    handles = []
-    try:
-        for key in keys:
-            handle = open(_cache() / f"{key}.lock", "w")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            handles.append(handle)
-        yield
-    finally:
-        for handle in handles:
-            handle.close()
 
 
 # The platforms' own artefacts (the JUnit XSD, PrairieLearn's question schema, Classroom's
