@@ -47,6 +47,9 @@ class Call:
     given, ``.to(dtype)``. With ``grad_outputs`` (nested like the output,
     ``None`` where no gradient is sent) the result carries the gradients of
     every floating-point input tensor and of every parameter of the object.
+    With ``measure`` the result says how many elements the largest tensor
+    storage made during the call holds (any device, ``meta`` included): what a
+    memory bound is checked against.
     """
 
     unit: str
@@ -61,6 +64,7 @@ class Call:
     grad_outputs: Any = None
     noncontiguous: bool = False
     return_state: bool = False
+    measure: bool = False
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Result:
     state: dict | None = None  # the object's state_dict after the call
     buffers: dict | None = None  # all its buffers, persistent or not
     mutated: list[str] = field(default_factory=list)  # inputs written in place
+    largest: int | None = None  # with Call.measure: elements of the largest storage an operator made
 
 
 class Failure(StrEnum):

@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode  # the engine's own, trusted use
 
 from autograder.core import loader
 from autograder.core.forbidden import Operators, Traps
@@ -62,6 +63,22 @@ def export(value, what: str = "output"):
         raise StudentError(Failure.BAD_OUTPUT, f"the {what} holds a {type(x).__name__}; expected tensors, numbers or None")
 
     return map_nested(value, leaf)
+
+
+class _LargestStorage(TorchDispatchMode):
+    """The most elements any storage an operator makes during the block holds (views share
+    their base's storage, so an ``expand`` costs nothing, as in memory)."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in leaves_of(out):
+            if isinstance(t, torch.Tensor) and t.element_size():
+                self.largest = max(self.largest, t.untyped_storage().nbytes() // t.element_size())
+        return out
 
 
 class InProcessSubject:
@@ -180,9 +197,11 @@ class InProcessSubject:
                 obj = obj.to(call.dtype)
             obj.train(call.train)
         fn = getattr(obj, call.method) if call.method else obj
-        output = fn(*args, **kwargs)
+        sizes = _LargestStorage() if call.measure else contextlib.nullcontext()
+        with sizes:
+            output = fn(*args, **kwargs)
 
-        result = Result(output=export(output))
+        result = Result(output=export(output), largest=sizes.largest if call.measure else None)
         result.mutated = [
             f"input {i + 1}" for i, (old, new) in enumerate(zip(before, inputs))
             if old.device.type != "meta" and not torch.equal(old, new.detach())

@@ -11,13 +11,15 @@ the file to implement first.
 """
 from __future__ import annotations
 
-from . import (capstone, heads, order, path_length, price, residual_depth, rnn_decay, scaling,
+from . import (capstone, heads, order, path_length, price, residual_depth, rnn_decay, scaling, seq2seq,
                serial_time)
 from ._common import NOTEBOOK, SIZES, UnitNotImplemented, Units, load_units, show, units_for
+from . import decode_time, efficient_memory  # unit 6, claims 10 and 11
 
-# In the order of the issue's claims 1..9.
+# In the order of the issue's claims 1..9, the seq2seq bottleneck (1b) beside claim 1.
 DEMOS = {module.NAME: module for module in (
-    rnn_decay, serial_time, path_length, scaling, heads, order, residual_depth, capstone, price)}
+    rnn_decay, seq2seq, serial_time, path_length, scaling, heads, order, residual_depth, capstone, price)}
+DEMOS.update({module.NAME: module for module in (efficient_memory, decode_time)})
 
 __all__ = ["DEMOS", "NOTEBOOK", "SIZES", "UnitNotImplemented", "Units", "load_units", "run_demo", "show", "units_for"]
 

@@ -376,7 +376,7 @@ class FrameReader:
 # -- calls and results ----------------------------------------------------------
 
 _CALL_FIELDS = ("unit", "target", "args", "kwargs", "method", "train", "device", "dtype", "seed",
-                "grad_outputs", "noncontiguous", "return_state")
+                "grad_outputs", "noncontiguous", "return_state", "measure")
 
 
 def call_values(call: Call) -> dict:
@@ -387,7 +387,7 @@ def call_from(values: dict) -> Call:
     return Call(**{name: values[name] for name in _CALL_FIELDS})
 
 
-_RESULT_FIELDS = ("output", "arg_grads", "kwarg_grads", "param_grads", "state", "buffers", "mutated")
+_RESULT_FIELDS = ("output", "arg_grads", "kwarg_grads", "param_grads", "state", "buffers", "mutated", "largest")
 
 
 def result_values(result: Result) -> dict:
@@ -405,6 +405,8 @@ def result_from(values: dict) -> Result:
         raise ProtocolError("malformed state in a result")
     if type(r.mutated) is not list or not all(type(m) is str for m in r.mutated):
         raise ProtocolError("malformed list of modified inputs")
+    if not (r.largest is None or type(r.largest) is int):
+        raise ProtocolError("malformed tensor size in a result")
     return r
 
 

@@ -1,0 +1,77 @@
+"""Claim 11: a KV cache makes each generated token cost O(n), not a whole new pass.
+
+Without a cache, generating token ``n`` means running attention over all ``n``
+tokens again (every projection, every score) and keeping only the last
+output. With a cache, only the new token is projected; it attends to the
+``n - 1`` cached keys and values. Measured on this machine: the time of the
+step that produces token ``n``, for one grouped-query attention layer.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded
+
+NAME = "decode_time"
+TITLE = "Decoding with and without a KV cache"
+UNIT = "efficient_attention"
+PRESETS = {"small": dict(lengths=[64, 256, 1024], width=64, heads=8, kv_heads=2),
+           "full": dict(lengths=[64, 128, 256, 512, 1024, 2048], width=64, heads=8, kv_heads=2)}
+
+
+def steps(units: Units, attn, x: torch.Tensor):
+    """Two callables that each produce the output of the last token of ``x`` (B, n, E)."""
+    efficient = units.need("efficient_attention")
+    with torch.no_grad():
+        _, keys, values = efficient.decode_in_chunks(attn, x[:, :-1], [x.shape[1] - 1])  # the cache after n - 1 tokens
+
+    def without_cache():
+        with torch.no_grad():
+            return attn(x)[:, -1]  # a full causal pass, then the last row
+
+    def with_cache():
+        cache = efficient.KVCache()
+        cache.append(keys, values)  # a cache holding the first n - 1 tokens, as decoding leaves it
+        with torch.no_grad():
+            return attn(x[:, -1:], cache=cache)[:, -1]
+
+    return without_cache, with_cache
+
+
+@demo
+def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
+    """Time of the step producing token n, with and without a cache, against n.
+
+    Returns:
+      {"lengths", "uncached_seconds", "cached_seconds", "uncached_slope", "cached_slope",
+       "max_difference"} (slopes of log time against log n over the two longest lengths;
+       ``max_difference`` between the two ways' last outputs).
+    """
+    check_size(size)
+    lengths, width, heads, kv_heads = (PRESETS[size][k] for k in ("lengths", "width", "heads", "kv_heads"))
+    efficient = units.need("efficient_attention")
+    generator = seeded()
+    attn = efficient.GroupedQueryAttention(width, heads, kv_heads, rope_base=10000.0)
+    uncached, cached, difference = [], [], 0.0
+    for length in lengths:
+        x = torch.randn(1, length, width, generator=generator)  # (1, n, E)
+        without_cache, with_cache = steps(units, attn, x)
+        difference = max(difference, float((without_cache() - with_cache()).abs().max()))
+        uncached.append(median_time(without_cache, repeats=5))
+        cached.append(median_time(with_cache, repeats=5))
+    uncached_slope, cached_slope = loglog_slope(lengths[-2:], uncached[-2:]), loglog_slope(lengths[-2:], cached[-2:])
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.loglog(lengths, [t * 1e3 for t in uncached], "s-", label=f"no cache: a full pass per token, ~ n^{uncached_slope:.2f}")
+    ax.loglog(lengths, [t * 1e3 for t in cached], "o-", label=f"KV cache: the new token only, ~ n^{cached_slope:.2f}")
+    length_axis(ax, lengths)
+    ax.set_xlabel("tokens so far n")
+    ax.set_ylabel("time to produce token n (ms)")
+    ax.set_title(f"One GQA layer ({heads} query heads, {kv_heads} kv heads, width {width}), "
+                 f"{torch.get_num_threads()} thread(s)")
+    ax.legend()
+    path = save(fig, out_dir, NAME)
+    return {"lengths": lengths, "uncached_seconds": uncached, "cached_seconds": cached,
+            "uncached_slope": uncached_slope, "cached_slope": cached_slope, "max_difference": difference,
+            "png": str(path)}

@@ -1,0 +1,420 @@
+"""Hidden properties of unit 6, efficient attention.
+
+Each test's docstring is the property students read; its points are marked.
+Tests reach the student's code only through ``subject``. While this unit is
+graded, its ``from .attention import ...`` and ``from .multi_head import ...``
+get the course's trusted stand-ins, so a unit-2 or unit-3 bug never costs
+unit-6 points.
+
+What the memory property proves, and what it does not: a call returns only
+plain data, so no test can see the tensors a submission builds inside it. The
+memory property runs flash_attention on the meta device with ``Call.measure``:
+the grader records the elements of every storage an operator makes during the
+call (a dispatch mode on the trusted engine's side of the call), so an (L, S)
+score table is seen even where no memory is spent. The long-sequence property
+runs L = S = 4096 with block_size 128 under the per-call time limit. The tiling itself is checked by values:
+every block size, including 1, must give unit 2's output, which the bugs of
+the online softmax (an unrescaled sum, a max taken after the exponent, an
+off-by-one causal tile, NaN from an empty tile) do not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor
+from autograder.core.protocol import Call, New
+from anchors import assert_close, check_gradients_of, tolerance
+from oracles_attention import attention64
+from oracles_efficient_attention import attention_rows64, decode64, gqa64, gqa_keys, gqa_state, repeated_state
+from oracles_multi_head import explicit_mha64
+from tensors import batch_dims, randn, seeds
+
+pytestmark = pytest.mark.unit("efficient_attention")
+# The checks a constant or shape-only answer may pass, and so the only points it may earn
+# (tests/project/test_nothing_for_nothing.py): shapes, structure and argument errors.
+SHAPE_CHECKS = (
+    "test_efficient_attention_public.py::test_shapes",
+    "test_efficient_attention_public.py::test_bad_sizes_raise_value_error",
+    "test_efficient_attention_properties.py::test_flash_bad_shapes_raise_value_error",
+    "test_efficient_attention_properties.py::test_gqa_parameter_names_and_shapes",
+    "test_efficient_attention_properties.py::test_gqa_bad_sizes_raise_value_error",
+)
+RESTART = "positions continue after the cache: the new tokens sit at cache.length + arange(L), not at arange(L)."
+TILE = ("query head h shares kv head h // (num_heads // num_kv_heads): consecutive query heads form a group "
+        "(repeat_interleave), not every num_kv_heads-th head (repeat).")
+
+
+@st.composite
+def qkv_shapes(draw, *, max_len=9, max_dim=6):
+    batch = draw(batch_dims)
+    L, S = draw(st.integers(1, max_len), label="L"), draw(st.integers(1, max_len), label="S")
+    E, Ev = draw(st.integers(1, max_dim), label="E"), draw(st.integers(1, max_dim), label="Ev")
+    return batch, L, S, E, Ev
+
+
+def make_qkv(shapes, seed, dtype=torch.float32, scale=1.0):
+    batch, L, S, E, Ev = shapes
+    return (randn((*batch, L, E), seed, dtype=dtype, scale=scale), randn((*batch, S, E), seed + 1, dtype=dtype, scale=scale),
+            randn((*batch, S, Ev), seed + 2, dtype=dtype))
+
+
+blocks = st.integers(1, 5)
+
+
+# -- flash_attention: values ---------------------------------------------------
+
+@pytest.mark.points(3)
+@given(shapes=qkv_shapes(), seed=seeds, block=blocks, is_causal=st.booleans())
+def test_flash_matches_reference(subject, shapes, seed, block, is_causal):
+    """flash_attention equals a float64 reference of softmax(q k^T / sqrt(E)) v (any batch dims, any block size, is_causal)"""
+    q, k, v = make_qkv(shapes, seed)
+    got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block)
+    assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"flash_attention(block_size={block})")
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, data=st.data())
+def test_flash_every_block_size_gives_the_same_output(subject, shapes, seed, data):
+    """tiling changes nothing: block sizes 1, b and at least max(L, S) give the same output as unit 2's attention"""
+    q, k, v = make_qkv(shapes, seed)
+    _, L, S, _, _ = shapes
+    is_causal = data.draw(st.booleans(), label="is_causal")
+    expected = attention64(q, k, v, is_causal=is_causal)[0]
+    for block in (1, data.draw(st.integers(2, 4), label="b"), max(L, S)):
+        assert_close(subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block), expected,
+                     what=f"flash_attention(block_size={block}, is_causal={is_causal})")
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, block=blocks)
+def test_flash_causal_tiles_align_bottom_right(subject, shapes, seed, block):
+    """with is_causal, query i sees keys j <= i + S - L in every tile, the diagonal included, whether or not L == S and the tiles divide the lengths"""
+    q, k, v = make_qkv(shapes, seed)
+    assert_close(subject.call("flash_attention", q, k, v, is_causal=True, block_size=block), attention64(q, k, v, is_causal=True)[0],
+                 what=f"flash_attention(is_causal=True, block_size={block})")
+
+
+@pytest.mark.points(2)
+@given(batch=batch_dims, S=st.integers(1, 5), extra=st.integers(1, 5), E=st.integers(1, 4), seed=seeds, block=blocks)
+def test_flash_fully_masked_rows_give_zeros(subject, batch, S, extra, E, seed, block):
+    """with is_causal and more queries than keys, the first L - S queries see no key: their output is zeros, not NaN, and the rest match the reference"""
+    L = S + extra
+    q, k, v = make_qkv((batch, L, S, E, E), seed)
+    got = check_tensor(subject.call("flash_attention", q, k, v, is_causal=True, block_size=block), shape=(*batch, L, E), what="output")
+    if bool(got.isnan().any()):
+        raise AssertionError(f"flash_attention gave NaN (rows with no visible key, or tiles with none, must give zeros; "
+                             f"L={L}, S={S}, block_size={block})")
+    assert_close(got, attention64(q, k, v, is_causal=True)[0], what=f"flash_attention(is_causal=True, block_size={block})")
+
+
+@pytest.mark.points(2)
+@given(shapes=qkv_shapes(), seed=seeds, block=blocks, magnitude=st.sampled_from([30.0, 100.0]), is_causal=st.booleans())
+def test_flash_large_scores_stay_finite(subject, shapes, seed, block, magnitude, is_causal):
+    """float64 scores of magnitude 1e3 to 1e4, far past exp's overflow, give a finite output equal to the reference (each tile's exponent is taken after its maximum is subtracted)"""
+    # float64: in float32 a score of 1e4 is only known to about 1e-3, and the softmax with it.
+    q, k, v = make_qkv(shapes, seed, dtype=torch.float64, scale=magnitude)
+    assert_close(subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block), attention64(q, k, v, is_causal=is_causal)[0],
+                 what=f"flash_attention of large scores (block_size={block})", dtype=torch.float64, **tolerance(torch.float64))
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds, block=blocks, scale=st.floats(0.05, 3.0))
+def test_flash_custom_scale_is_honoured(subject, shapes, seed, block, scale):
+    """an explicit scale replaces 1/sqrt(E)"""
+    q, k, v = make_qkv(shapes, seed)
+    assert_close(subject.call("flash_attention", q, k, v, scale=scale, block_size=block), attention64(q, k, v, scale=scale)[0],
+                 what=f"flash_attention(scale={scale:.3g})")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=1)
+@given(seed=seeds)
+def test_flash_long_sequence_within_the_time_limit(subject, seed):
+    """a causal L = S = 4096 sequence with block_size 128 runs within the call's time limit and matches the reference (values only: a call cannot show the memory it used)"""
+    shapes = ((1,), 4096, 4096, 8, 8)
+    q, k, v = make_qkv(shapes, seed)
+    got = subject.call("flash_attention", q, k, v, is_causal=True, block_size=128)
+    assert_close(got, attention_rows64(q, k, v, is_causal=True), what="flash_attention over 4096 tokens")
+
+
+@pytest.mark.points(2)
+@given(is_causal=st.booleans())
+def test_flash_never_materializes_the_score_matrix(subject, is_causal):
+    """with L = S = 512 and block_size 32 on the meta device, no tensor flash_attention makes holds a quarter of the L x S scores (the grader counts the elements of every storage an operator returns)"""
+    small = make_qkv(((1,), 40, 40, 8, 8), 0)  # the values first: a constant makes no big tensor either
+    assert_close(subject.call("flash_attention", *small, is_causal=is_causal, block_size=8),
+                 attention_rows64(*small, is_causal=is_causal), what="flash_attention(block_size=8)")
+    L = 512
+    q = torch.empty(1, L, 8, device="meta")
+    result = subject.run(Call(subject.unit, "flash_attention", (q, q, q), {"is_causal": is_causal, "block_size": 32},
+                              device="meta", measure=True))
+    check_tensor(result.output, shape=(1, L, 8), device_type="meta", what="flash_attention's output")
+    assert result.largest < L * L // 4, (
+        f"flash_attention made a tensor of {result.largest} elements for L = S = {L} (L x S = {L * L}): "
+        "tile the keys and the queries, so that only (block, block) scores exist at a time")
+
+
+# -- flash_attention: gradients, dtypes, devices, contract ---------------------------
+
+@pytest.mark.points(2)
+@settings(max_examples=6)
+@given(shapes=qkv_shapes(max_len=5, max_dim=3), seed=seeds, block=st.integers(1, 3), is_causal=st.booleans())
+def test_flash_gradients_match_finite_differences(subject, shapes, seed, block, is_causal):
+    """float64 outputs are right to float64 precision, and the gradients with respect to query, key and value, through the tiles, agree with finite differences (float64 gradcheck)"""
+    q, k, v = make_qkv(shapes, seed, dtype=torch.float64)
+
+    def build(tensors, grad_outputs):
+        return Call(subject.unit, "flash_attention", tuple(tensors), {"is_causal": is_causal, "block_size": block},
+                    grad_outputs=grad_outputs)
+
+    expected = attention64(q, k, v, is_causal=is_causal)[0]
+    check_gradients_of(subject, build, [q, k, v], seed=seed, expect=lambda out: assert_close(
+        out, expected, what="float64 output", dtype=torch.float64, **tolerance(torch.float64)))
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds, dtype=st.sampled_from([torch.float64, torch.bfloat16]), block=blocks,
+       is_causal=st.booleans())
+def test_flash_dtype_is_preserved(subject, shapes, seed, dtype, block, is_causal):
+    """float64 and bfloat16 inputs give an output of the same dtype; float64 is right to float64 precision, bfloat16 within bfloat16 tolerance"""
+    q, k, v = make_qkv(shapes, seed, dtype=dtype)
+    got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block)
+    assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"{dtype} output", dtype=dtype,
+                 **tolerance(dtype, atol=3e-2, rtol=3e-2))
+
+
+@pytest.mark.points(1)
+@settings(max_examples=3)
+@given(seed=seeds, is_causal=st.booleans())
+def test_flash_runs_on_meta_device(subject, seed, is_causal):
+    """flash_attention runs on the meta device (every tensor it creates is on the input's device), here with L = S = 16384 and block_size 2048"""
+    q, k, v = make_qkv(((1,), 16384, 16384, 4, 4), seed)
+    out = subject.run(Call(subject.unit, "flash_attention", (q, k, v), {"is_causal": is_causal, "block_size": 2048},
+                           device="meta")).output
+    check_tensor(out, shape=(1, 16384, 4), device_type="meta", what="output on meta")
+    small = make_qkv(((2,), 5, 7, 3, 2), seed)  # meta tensors hold no values: the values on the CPU
+    assert_close(subject.call("flash_attention", *small, is_causal=is_causal, block_size=2), attention64(*small, is_causal=is_causal)[0])
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds, extra=st.integers(1, 3))
+def test_flash_bad_shapes_raise_value_error(subject, shapes, seed, extra):
+    """mismatched sizes (query and key widths, key and value lengths) raise ValueError naming both sizes, and so does block_size < 1"""
+    q, k, v = make_qkv(shapes, seed)
+    E, S = q.shape[-1], k.shape[-2]
+    k_wide = randn((*k.shape[:-1], E + extra), seed)
+    v_long = randn((*v.shape[:-2], S + extra, v.shape[-1]), seed)
+    assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, k_wide, v)), "ValueError", mentions=(E, E + extra))
+    assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, k, v_long)), "ValueError", mentions=(S, S + extra))
+    assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, k, v), {"block_size": 0}), "ValueError")
+
+
+@pytest.mark.points(1)
+@given(shapes=qkv_shapes(), seed=seeds, block=blocks, is_causal=st.booleans())
+def test_flash_noncontiguous_inputs_left_unmodified(subject, shapes, seed, block, is_causal):
+    """non-contiguous inputs work, and no input is modified in place"""
+    q, k, v = make_qkv(shapes, seed)
+    result = subject.run(Call(subject.unit, "flash_attention", (q, k, v), {"is_causal": is_causal, "block_size": block},
+                              noncontiguous=True))
+    assert_unmodified(result)
+    assert_close(result.output, attention64(q, k, v, is_causal=is_causal)[0])
+
+
+# -- repeat_kv ----------------------------------------------------------------------
+
+@pytest.mark.points(1)
+@given(B=st.integers(1, 2), Hkv=st.integers(1, 3), G=st.integers(1, 3), S=st.integers(1, 4), Dh=st.integers(1, 3), seed=seeds)
+def test_repeat_kv_shares_consecutive_heads(subject, B, Hkv, G, S, Dh, seed):
+    """repeat_kv(x, G) has Hkv * G heads, head h being x's head h // G"""
+    x = randn((B, Hkv, S, Dh), seed)
+    got = subject.call("repeat_kv", x, G)
+    expected = x[:, torch.arange(Hkv * G) // G]
+    assert_close(got, expected, atol=0, rtol=0, what=f"repeat_kv(x, {G})",
+                 hints=[(x[:, torch.arange(Hkv * G) % Hkv], TILE)])
+
+
+# -- GroupedQueryAttention ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    B: int
+    L: int
+    H: int
+    Hkv: int
+    Dh: int
+    bias: bool
+    rope_base: float | None
+
+    @property
+    def E(self) -> int:
+        return self.H * self.Dh
+
+    def state(self, seed: int, dtype=torch.float32) -> dict:
+        return gqa_state(self.E, self.H, self.Hkv, self.bias, seed, dtype=dtype)
+
+    def recipe(self, state: dict | None) -> New:
+        return New("GroupedQueryAttention", (self.E, self.H, self.Hkv), {"bias": self.bias, "rope_base": self.rope_base},
+                   state=state)
+
+    def x(self, seed: int, dtype=torch.float32) -> torch.Tensor:
+        return randn((self.B, self.L, self.E), seed, dtype=dtype)
+
+    def oracle(self, state, x, **kwargs):
+        return gqa64(state, self.H, self.Hkv, x, rope_base=self.rope_base, **kwargs)
+
+
+@st.composite
+def configs(draw, *, rope=None, max_len=7, min_len=1):
+    """Sizes for one module; ``rope`` True/False forces a rotary embedding or none, None draws it."""
+    Hkv, G = draw(st.integers(1, 3), label="Hkv"), draw(st.integers(1, 3), label="G")
+    Dh = draw(st.sampled_from([2, 4]), label="Dh")
+    rope = draw(st.booleans(), label="rope") if rope is None else rope
+    return Config(B=draw(st.integers(1, 2), label="B"), L=draw(st.integers(min_len, max_len), label="L"), H=Hkv * G,
+                  Hkv=Hkv, Dh=Dh, bias=draw(st.booleans(), label="bias"),
+                  rope_base=draw(st.sampled_from([10000.0, 100.0]), label="rope_base") if rope else None)
+
+
+@st.composite
+def chunkings(draw, L: int):
+    """How a decoder splits L tokens: a prompt of P, then steps of 1 or chunks of any size."""
+    prompt = draw(st.integers(1, L), label="prompt")
+    sizes, left = [prompt], L - prompt
+    token_by_token = draw(st.booleans(), label="token_by_token")
+    while left:
+        size = 1 if token_by_token else draw(st.integers(1, left), label="chunk")
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+@pytest.mark.points(1)
+@given(cfg=configs())
+def test_gqa_parameter_names_and_shapes(subject, cfg):
+    """the parameters are q_proj (E->E), k_proj and v_proj (E->num_kv_heads*Dh), out_proj (E->E), with biases unless bias=False"""
+    state = subject.run(Call(subject.unit, cfg.recipe(None), method="state_dict")).output
+    got = {name: tuple(t.shape) for name, t in state.items()}
+    want = gqa_keys(cfg.E, cfg.H, cfg.Hkv, cfg.bias)
+    if got != want:
+        raise AssertionError(f"state_dict of GroupedQueryAttention({cfg.E}, {cfg.H}, {cfg.Hkv}, bias={cfg.bias}) has "
+                             f"{got}, expected {want}")
+
+
+@pytest.mark.points(3)
+@given(cfg=configs(rope=False), seed=seeds, is_causal=st.booleans())
+def test_gqa_equals_mha_with_repeated_kv_heads(subject, cfg, seed, is_causal):
+    """grouped-query attention equals unit 3's multi-head attention whose k_proj and v_proj rows are each kv head repeated for its group (num_kv_heads=1: multi-query)"""
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call(cfg.recipe(state), x, is_causal=is_causal)
+    expected, _ = explicit_mha64(repeated_state(state, cfg.H, cfg.Hkv), cfg.H, x, is_causal=is_causal)
+    assert_close(got, expected, what=f"output (num_heads={cfg.H}, num_kv_heads={cfg.Hkv})",
+                 hints=lambda: [(cfg.oracle(state, x, is_causal=is_causal, wrong=("tile",))[0], TILE)])
+
+
+@pytest.mark.points(2)
+@given(cfg=configs(rope=True), seed=seeds)
+def test_gqa_rotary_matches_reference(subject, cfg, seed):
+    """with rope_base, queries and keys of every head are rotated (unit 4's interleaved pairs) at positions 0..L-1 before attention"""
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call(cfg.recipe(state), x)
+    assert_close(got, cfg.oracle(state, x)[0], what=f"output with rope_base={cfg.rope_base}")
+
+
+@pytest.mark.points(1)
+@given(cfg=configs(rope=True, min_len=2), seed=seeds, data=st.data())
+def test_gqa_explicit_positions_are_used(subject, cfg, seed, data):
+    """positions= gives the new tokens' absolute positions for the rotary embedding (here with gaps between them)"""
+    # Rotary attention sees only differences of positions: a shift of all of them changes nothing, gaps do.
+    gaps = data.draw(st.lists(st.integers(1, 5), min_size=cfg.L, max_size=cfg.L), label="gaps")
+    positions = torch.tensor(gaps).cumsum(0)
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call(cfg.recipe(state), x, positions=positions)
+    assert_close(got, cfg.oracle(state, x, positions=positions)[0], what=f"output with positions {positions.tolist()}")
+
+
+@pytest.mark.points(3)
+@given(cfg=configs(max_len=8), seed=seeds, data=st.data())
+def test_decode_in_chunks_equals_full_causal_pass(subject, cfg, seed, data):
+    """a prompt, then steps of one token or chunks of any size, with one cache: the outputs equal one full causal pass"""
+    chunks = data.draw(chunkings(cfg.L), label="chunk_sizes")
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
+    if not (isinstance(got, tuple) and len(got) == 3):
+        raise AssertionError("decode_in_chunks must return a tuple (output, keys, values)")
+    hints = [(decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, restart=True)[0], RESTART)]
+    assert_close(got[0], cfg.oracle(state, x)[0], what=f"output decoded in chunks {chunks}", hints=hints)
+
+
+@pytest.mark.points(2)
+@given(cfg=configs(rope=True, min_len=2), seed=seeds, data=st.data())
+def test_decode_positions_continue_after_the_prompt(subject, cfg, seed, data):
+    """with a rotary embedding, token-by-token decoding after a prompt equals the full pass: each new token's position continues from the cache's length"""
+    prompt = data.draw(st.integers(1, cfg.L - 1), label="prompt")
+    chunks = [prompt] + [1] * (cfg.L - prompt)
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
+    hints = [(decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, restart=True)[0], RESTART)]
+    assert_close(got[0], cfg.oracle(state, x)[0], what=f"output decoded as a prompt of {prompt} then single tokens",
+                 hints=hints)
+
+
+@pytest.mark.points(2)
+@given(cfg=configs(max_len=6), seed=seeds, data=st.data())
+def test_decode_cache_holds_num_kv_heads(subject, cfg, seed, data):
+    """after decoding, the cache holds every token's keys (rotated, with rope_base) and values for num_kv_heads heads, (B, num_kv_heads, L, Dh), in order"""
+    chunks = data.draw(chunkings(cfg.L), label="chunk_sizes")
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    _, keys, values = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
+    _, k, v = cfg.oracle(state, x)
+    for name, got, want in (("keys", keys, k), ("values", values, v)):
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            raise AssertionError(f"the cache's {name} after decoding {chunks}: got {shape}, expected (B, num_kv_heads, L, Dh) = "
+                                 f"{tuple(want.shape)}; the cache stores the num_kv_heads heads, repeated only for attention")
+        assert_close(got, want, what=f"the cache's {name} after decoding {chunks}")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=4)
+@given(cfg=configs(max_len=4), seed=seeds, is_causal=st.booleans())
+def test_gqa_gradients_match_finite_differences(subject, cfg, seed, is_causal):
+    """float64 outputs are right to float64 precision, and the gradient with respect to the input agrees with finite differences (float64 gradcheck)"""
+    # float32 values in float64: the module's float32 parameters load them exactly, then become float64.
+    state = {name: t.double() for name, t in cfg.state(seed).items()}
+    x = cfg.x(seed + 3, dtype=torch.float64)
+
+    def build(tensors, grad_outputs):
+        return Call(subject.unit, cfg.recipe(state), tuple(tensors), {"is_causal": is_causal}, dtype=torch.float64,
+                    grad_outputs=grad_outputs)
+
+    expected = cfg.oracle(state, x, is_causal=is_causal)[0]
+    check_gradients_of(subject, build, [x], seed=seed, expect=lambda out: assert_close(
+        out, expected, what="float64 output", dtype=torch.float64, **tolerance(torch.float64)))
+
+
+@pytest.mark.points(1)
+@settings(max_examples=5)
+@given(cfg=configs(min_len=2), seed=seeds)
+def test_gqa_decodes_on_meta_device(subject, cfg, seed):
+    """decoding with a cache runs on the meta device (positions and every other tensor are created on the input's device)"""
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    chunks = [1] * cfg.L
+    out, keys, values = subject.run(Call(subject.unit, "decode_in_chunks", (cfg.recipe(state), x, chunks), device="meta")).output
+    check_tensor(out, shape=(cfg.B, cfg.L, cfg.E), device_type="meta", what="output on meta")
+    check_tensor(keys, shape=(cfg.B, cfg.Hkv, cfg.L, cfg.Dh), device_type="meta", what="the cache's keys on meta")
+    assert_close(subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)[0], cfg.oracle(state, x)[0], what="output on the CPU")
+
+
+@pytest.mark.points(1)
+@given(Hkv=st.integers(2, 4), extra=st.integers(0, 2), Dh=st.integers(1, 3))
+def test_gqa_bad_sizes_raise_value_error(subject, Hkv, extra, Dh):
+    """num_heads not divisible by num_kv_heads raises ValueError naming both, as does embed_dim not divisible by num_heads"""
+    H = Hkv + 1 + extra % (Hkv - 1)  # H % Hkv is 1 .. Hkv - 1
+    x = randn((1, 2, H * Dh), 0)
+    assert_raises(subject.run, Call(subject.unit, New("GroupedQueryAttention", (H * Dh, H, Hkv)), (x,)), "ValueError",
+                  mentions=(H, Hkv))
+    assert_raises(subject.run, Call(subject.unit, New("GroupedQueryAttention", (H * Dh + 1, H, 1)), (x,)), "ValueError",
+                  mentions=(H * Dh + 1, H))
