@@ -107,7 +107,7 @@ def test_the_answer_key_is_not_in_the_student_bundle(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shipped = [p for p in bundle.rglob("*") if p.is_file()]
-    assert not [p for p in shipped if "answer_key" in p.as_posix()]
+    assert not [p for p in shipped if "answer_key" in p.relative_to(bundle).as_posix()]
     keys = {p.read_bytes() for p in ANSWER_KEY.rglob("*.md")}
     assert keys and not [p for p in shipped if p.read_bytes() in keys], "an answer key was copied into the bundle"
     for lang in LANGUAGES:  # while the lessons themselves ship, in every language
