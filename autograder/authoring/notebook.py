@@ -138,6 +138,7 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
     if student:
         for cell in cells:
             _release(cell)
+            cell.metadata.pop(course.brand.metadata_key, None)  # the grader reads it from the source notebook only
     for number, cell in enumerate(cells):  # deterministic ids (nbformat's are random), at most 64 characters
         cell.id = f"{unit.replace('_', '-')}-{number:02d}"
     nb = nbformat.v4.new_notebook(cells=cells)

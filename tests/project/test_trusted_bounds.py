@@ -183,11 +183,12 @@ def trusted_side(data):
 
 def result(output, grad):
     return {"output": output, "arg_grads": {"$": "tuple", "v": [grad]}, "kwarg_grads": {"$": "dict", "v": []},
-            "param_grads": {"$": "dict", "v": []}, "state": None, "buffers": None, "mutated": {"$": "list", "v": []}}
+            "param_grads": {"$": "dict", "v": []}, "state": None, "buffers": None, "mutated": {"$": "list", "v": []},
+            "largest": None}
 
 honest = transport.pack({"op": "result", "ok": True}, {
     "output": torch.randn(384, 1024), "arg_grads": (torch.randn(4, dtype=torch.float64),), "kwarg_grads": {},
-    "param_grads": {}, "state": None, "buffers": None, "mutated": []})
+    "param_grads": {}, "state": None, "buffers": None, "mutated": [], "largest": None})
 trusted_side(honest)
 baseline = peak()
 out = {"honest": baseline, "refused": [], "accepted": []}
