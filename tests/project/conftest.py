@@ -46,22 +46,22 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
                 (mine if _try_lock(held, key) else theirs).append(key)
         _grade_into_cache([k for k in mine if not _cached(k)], folder, unit_args, extra)
         for key in theirs:  # by now, most likely done by the other worker
-            with open(_cache() / f"{key}.lock", "w") as handle:
+            with open(run_cache() / f"{key}.lock", "w") as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 _grade_into_cache([key] if not _cached(key) else [], folder, unit_args, extra)
-    results = [json.loads((_cache() / f"{k}.json").read_text(encoding="utf-8")) for k in keys]
+    results = [json.loads((run_cache() / f"{k}.json").read_text(encoding="utf-8")) for k in keys]
     for path, result in zip(paths, results):
         result["submission"] = str(Path(path).resolve())
     return results
 
 
 def _cached(key: str) -> bool:
-    return (_cache() / f"{key}.json").is_file()
+    return (run_cache() / f"{key}.json").is_file()
 
 
 def _try_lock(held: contextlib.ExitStack, key: str) -> bool:
     """Take ``key``'s lock for the rest of ``held`` if no one holds it."""
-    handle = held.enter_context(open(_cache() / f"{key}.lock", "w"))
+    handle = held.enter_context(open(run_cache() / f"{key}.lock", "w"))
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -75,9 +75,9 @@ def _grade_into_cache(keys: list[str], folder: dict[str, Path], unit_args: list[
     out = json.loads(attn_course("grade", *(str(folder[k]) for k in keys), *unit_args, "--format", "json",
                                  *extra).stdout)
     for key, result in zip(keys, out if isinstance(out, list) else [out]):
-        part = _cache() / f"{key}.part"
+        part = run_cache() / f"{key}.part"
         part.write_text(json.dumps(result), encoding="utf-8")
-        os.replace(part, _cache() / f"{key}.json")  # whole or absent: the other worker may be looking
+        os.replace(part, run_cache() / f"{key}.json")  # whole or absent: the other worker may be looking
 
 
 # One folder per test run, made by the controller (pytest_configure) before its workers start,
@@ -85,7 +85,7 @@ def _grade_into_cache(keys: list[str], folder: dict[str, Path], unit_args: list[
 CACHE_ENV = "AUTOGRADER_TEST_GRADES"
 
 
-def _cache() -> Path:
+def run_cache() -> Path:
     if not os.environ.get(CACHE_ENV):
         os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="autograder-test-grades-")
     return Path(os.environ[CACHE_ENV])

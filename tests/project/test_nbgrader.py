@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import fcntl
 import html
 import json
 import os
@@ -22,7 +23,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 import mutants
-from conftest import ROOT
+from conftest import ROOT, run_cache
 from autograder.authoring import notebook
 from autograder.authoring.lesson import languages
 from autograder.authoring.rubric import rubric
@@ -182,16 +182,23 @@ def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-# Session, not module: xdist may interleave other modules' tests on this worker, and a
-# module fixture would then be torn down and the whole class graded again (~3 min).
+# Once per test run, whichever xdist worker asks first (the class takes minutes): the other
+# waits for it and reads the same folder. It lies in the run's grade cache (conftest), which the
+# controller removes at the end, not in tmp_path_factory (pytest prunes old base folders, even
+# those of a run still going).
 @pytest.fixture(scope="session")
 def graded():
-    # Not tmp_path_factory: pytest prunes old base folders, even those of a run still going.
-    tmp = Path(tempfile.mkdtemp(prefix="autograder-nbgrader-test-"))
-    try:
-        yield _grade_class(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    folder = run_cache() / "nbgrader-class"
+    with open(run_cache() / "nbgrader-class.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = folder / "graded.json"
+        if not record.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a run that died half-way
+            folder.mkdir()
+            done = _grade_class(folder)
+            record.write_text(json.dumps({**done, "dir": str(done["dir"])}), encoding="utf-8")
+    done = json.loads(record.read_text(encoding="utf-8"))
+    return {**done, "dir": Path(done["dir"])}
 
 
 def _grade_class(tmp: Path) -> dict:
