@@ -18,26 +18,24 @@ from autograder.nbgrader.extract import module_source, read_notebook
 from autograder.nbgrader.rescore import TRUSTED_ENV, grade_sources, hidden_report
 
 
-_stand_ins: dict[str, dict[str, types.ModuleType]] = {}
+_siblings: dict[str, dict[str, types.ModuleType]] = {}  # unit -> its siblings, loaded once per kernel
 
 
 def sibling(unit: str, name: str) -> types.ModuleType:
     """The sibling ``name`` that ``unit``'s notebook uses: the grader's trusted stand-in where the
     course has it (the instructor's and the grader's machines), else the student's own file,
     in the course's assignments folder, as ``check`` uses it (a student's copy of the course
-    holds no stand-ins)."""
+    holds no stand-ins). Loaded once, so every name a cell imports comes from one module."""
     course = load_course()
     spec = course.units[unit]
     if name not in spec.stand_ins:
         raise ImportError(f"{unit} has no stand-in for {name} in course.toml")
-    if all((course.root / path).is_file() for path in spec.stand_ins.values()):
-        if unit not in _stand_ins:
-            _stand_ins[unit] = load_stand_ins(course, spec)
-        return _stand_ins[unit][name]
-    own = load_folder(course, course.assignments)
-    if name not in own:
+    if unit not in _siblings:
+        trusted = all((course.root / path).is_file() for path in spec.stand_ins.values())
+        _siblings[unit] = load_stand_ins(course, spec) if trusted else load_folder(course, course.assignments)
+    if name not in _siblings[unit]:
         raise ImportError(f"this notebook needs your {course.units[name].file} in {course.assignments}")
-    return own[name]
+    return _siblings[unit][name]
 
 
 def _kernel_subject(course: Course, unit: str, namespace: dict) -> InProcessSubject:

@@ -9,6 +9,7 @@ path, a brand or a unit of this course: those come from ``course/course.toml``.
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -123,8 +124,6 @@ def _literals(path: Path) -> list[tuple[int, str]]:
 
 def _named(text: str, words: tuple[set[str], set[str]]) -> set[str]:
     """The course words ``text`` names (``attention`` in "from .attention", not in "attentive")."""
-    import re
-
     names, folders = words
     found = {w for w in names if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text)}
     return found | {w for w in folders if text == w or text.startswith(w + "/")}
