@@ -5,7 +5,8 @@ function of each command, and :data:`EXIT_CODES` maps every error a command
 may raise to its exit code and message, in one place:
 
 * 0 when the command ran (whatever the score);
-* 1 when a score is below ``--fail-under`` (or ``build --check`` finds stale files);
+* 1 when a score is below ``--fail-under`` (or ``build --check`` finds stale files, or
+  ``repro``'s call still gives a wrong answer);
 * 2 for bad arguments, a missing submission or an existing output folder;
 * 3 when the grader itself failed;
 * 130 when a batch was interrupted (its finished students are kept).
@@ -105,6 +106,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     sub.choices["grade"].add_argument("--seed", type=int, help="course authors: other hypothesis examples (not for grades)")
     sub.choices["check"].add_argument("unit_args", nargs="*", metavar="UNIT", help="units to check (default: all)")
     sub.choices["check"].add_argument("--path", type=Path, help="your folder (default: assignments/)")
+
+    repro = sub.add_parser("repro", help="rebuild a failed check from its message: your code's answer beside the expected one")
+    repro.add_argument("unit")
+    repro.add_argument("property", help="the failed property's name (as the message gives it)")
+    repro.add_argument("--example", required=True, metavar="JSON", help="the case, as the failure message gives it")
+    repro.add_argument("--path", type=Path, help="your folder (default: assignments/)")
+    repro.add_argument("--snippet", action="store_true", help="print a Python script that rebuilds the case instead")
     return parser
 
 
@@ -133,6 +141,28 @@ def _check(course: Course, args) -> int:
     isolate = args.format == "classroom" and classroom.isolates(course)
     return _grade_folders(course, args, [args.path or course.assignments], suites=("public",), isolate=isolate,
                           sandbox=False)
+
+
+def _repro(course: Course, args) -> int:
+    """0 when the call now gives the expected value, 1 when it does not."""
+    from autograder.core.cases import loads
+    from autograder.grading import repro
+
+    try:
+        case = loads(args.example)
+    except (ValueError, TypeError, AttributeError) as error:
+        raise UsageError(f"--example is not a case from a failure message: {error}") from None
+    if case["call"].unit != args.unit or args.unit not in course.units:
+        raise UsageError(f"the example is a case of unit {case['call'].unit!r}, not {args.unit!r}")
+    if args.snippet:
+        print(repro.snippet(course, case), end="")
+        return 0
+    folder = args.path or course.assignments
+    if not folder.is_dir():
+        raise UsageError(f"no such folder: {folder}")
+    report, fixed = repro.rerun(course, folder, case)
+    print(f"{args.unit} / {args.property}\n{report}")
+    return 0 if fixed else 1
 
 
 def _grade_folders(course: Course, args, folders: list[Path], **options) -> int:
@@ -210,7 +240,7 @@ def _export(course: Course, args) -> int:
 
 
 COMMANDS = {"build": _build, "grade": _grade, "check": _check, "grade-batch": _batch,
-            "release": _release, "export": _export}
+            "release": _release, "export": _export, "repro": _repro}
 
 
 # -- reports ------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
-"""What a student reads when a test fails: the reason, then hypothesis's counterexample."""
+"""What a student reads when a test fails: the reason, hypothesis's counterexample, and the
+command that rebuilds the failing call (:mod:`autograder.core.cases`)."""
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
+from autograder.core import cases
 from autograder.core.loader import safe_str
 from autograder.core.protocol import StudentError
 
@@ -25,9 +28,27 @@ def _counterexample(error: BaseException) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def failure_message(error: BaseException) -> str:
+def _reproduce(error: BaseException, command: str) -> str:
+    """The call the failure came from (the check's own, else the test's last): ``command --example
+    '<case>'`` that rebuilds it, or, where its tensors are too big to print, the call by shapes.
+    "" when the test made no call."""
+    case = getattr(error, "case", None)
+    if case is None and cases.last_call() is not None:
+        case = {"call": cases.last_call(), "part": None, "expected": None, "what": "output"}
+    if case is None:
+        return ""
+    text = cases.dumps(case["call"].unit, case)
+    if text is None:
+        return (f"\nthe call: {cases.describe(case['call'])} (its tensors hold more than {cases.MAX_ELEMENTS} "
+                "numbers, too many to rebuild from this message)")
+    return f"\nreproduce: {command} --example {shlex.quote(text)}"
+
+
+def failure_message(error: BaseException, repro: str | None = None) -> str:
+    """The message for a failed test; with ``repro`` (the command and its unit and property
+    arguments) it ends with that command rebuilding the failing call."""
     if isinstance(error, BaseExceptionGroup) and error.exceptions:
-        return failure_message(error.exceptions[0])
+        return failure_message(error.exceptions[0], repro)
     if isinstance(error, StudentError):
         text = error.describe()
     elif isinstance(error, AssertionError):
@@ -37,4 +58,5 @@ def failure_message(error: BaseException) -> str:
     else:
         text = f"{type(error).__name__}: {safe_str(error)}"
     example = _counterexample(error)
-    return f"{text} (counterexample: {example})" if example else text
+    text = f"{text} (counterexample: {example})" if example else text
+    return text + (_reproduce(error, repro) if repro else "")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.core import cases
 from autograder.core.determinism import pin_local_constants, use_profile
 from autograder.core.manifest import Course
 from autograder.core.messages import failure_message
@@ -73,6 +74,7 @@ class GradingPlugin:
         unit, _, _ = self._describe(item)
         subject = item.callspec.params["subject"].subject
         subject.begin(item.nodeid)
+        cases.forget()
         problem = subject.status(unit)
         if problem:
             pytest.fail(problem, pytrace=False)
@@ -88,7 +90,8 @@ class GradingPlugin:
         visibility = "visible" if Path(str(item.path)).is_relative_to(self.course.public_tests) else "hidden"
         self.units_of.setdefault(key, unit)
         if report.failed:
-            message = failure_message(call.excinfo.value) if call.excinfo else "failed"
+            repro = f"{self.course.brand.command} repro {unit} {item.originalname}"
+            message = failure_message(call.excinfo.value, repro) if call.excinfo else "failed"
             self.records[key] = TestResult(test_id, name, 0.0, points, "failed", message, visibility)
         elif report.skipped and key not in self.records:
             reason = call.excinfo.value.msg if call.excinfo and hasattr(call.excinfo.value, "msg") else "skipped"

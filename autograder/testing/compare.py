@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import torch
 
+from autograder.core.cases import attach
 from autograder.core.subject import Result, StudentError
 
 
 def check_tensor(got, *, shape=None, dtype=None, device_type=None, what="output") -> torch.Tensor:
+    problem = None
     if type(got) is not torch.Tensor:
-        raise AssertionError(f"{what}: expected a torch.Tensor, got {type(got).__name__}")
-    if shape is not None and tuple(got.shape) != tuple(shape):
-        raise AssertionError(f"{what}: expected shape {tuple(shape)}, got {tuple(got.shape)}")
-    if dtype is not None and got.dtype != dtype:
-        raise AssertionError(f"{what}: expected dtype {dtype}, got {got.dtype}")
-    if device_type is not None and got.device.type != device_type:
-        raise AssertionError(f"{what}: expected a tensor on {device_type}, got one on {got.device.type}")
+        problem = f"{what}: expected a torch.Tensor, got {type(got).__name__}"
+    elif shape is not None and tuple(got.shape) != tuple(shape):
+        problem = f"{what}: expected shape {tuple(shape)}, got {tuple(got.shape)}"
+    elif dtype is not None and got.dtype != dtype:
+        problem = f"{what}: expected dtype {dtype}, got {got.dtype}"
+    elif device_type is not None and got.device.type != device_type:
+        problem = f"{what}: expected a tensor on {device_type}, got one on {got.device.type}"
+    if problem:
+        raise attach(AssertionError(problem), got=got, what=what)
     return got
 
 
@@ -55,7 +59,8 @@ def assert_close(got, expected: torch.Tensor, *, atol=1e-5, rtol=1e-4, what="out
     advice = [text for wrong, text in hints or () if mismatch(got, wrong, atol=atol, rtol=rtol) is None]
     shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
     message = f"{what}{shape}: {problem}"
-    raise AssertionError(message + (f". Hint: {advice[0]}" if advice else ""))
+    raise attach(AssertionError(message + (f". Hint: {advice[0]}" if advice else "")),
+                 got=got, expected=expected, atol=atol, rtol=rtol, what=what)
 
 
 def assert_raises(run, call, kind: str, *, mentions=()):
@@ -64,14 +69,14 @@ def assert_raises(run, call, kind: str, *, mentions=()):
         run(call)
     except StudentError as error:
         if error.kind != kind:
-            raise AssertionError(f"expected {kind}, but {error.describe()}") from None
+            raise attach(AssertionError(f"expected {kind}, but {error.describe()}"), call=call) from None
         missing = [m for m in mentions if str(m) not in error.message]
         if missing:
-            raise AssertionError(
+            raise attach(AssertionError(
                 f"the {kind} message should name {', '.join(map(str, mentions))}; it was: {error.message!r}"
-            ) from None
+            ), call=call) from None
         return error
-    raise AssertionError(f"expected {kind} for {call_summary(call)}, but nothing was raised")
+    raise attach(AssertionError(f"expected {kind} for {call_summary(call)}, but nothing was raised"), call=call)
 
 
 def call_summary(call) -> str:

@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from autograder.core.cases import attach
 from autograder.core.subject import Call, leaves_of, map_nested
 
 
@@ -40,7 +41,8 @@ def check_gradients(
         lambda o: torch.randn(o.shape, generator=gen, dtype=o.dtype)
         if isinstance(o, torch.Tensor) and o.is_floating_point() else None,
     )
-    analytic_grads = run(build(tensors, grad_outputs)).arg_grads[: len(tensors)]
+    analytic_call = build(tensors, grad_outputs)
+    analytic_grads = run(analytic_call).arg_grads[: len(tensors)]
     # Shapes first: a mismatched pair would broadcast, and (n, 1) * (1, n) allocates n * n.
     _same_shapes(analytic_grads, tensors, "gradient")
     vs = [v for v in leaves_of(grad_outputs) if isinstance(v, torch.Tensor)]
@@ -60,10 +62,10 @@ def check_gradients(
         numeric = (project(plus) - project(minus)) / (2 * eps)
         analytic = sum(float((g.double() * u.double()).sum()) for g, u in zip(analytic_grads, us))
         if abs(numeric - analytic) > atol + rtol * abs(numeric):
-            raise AssertionError(
+            raise attach(AssertionError(
                 f"gradients disagree with finite differences: along random direction {k + 1}, "
                 f"autograd gives {analytic:.8g} but the function changes at rate {numeric:.8g}"
-            )
+            ), call=analytic_call, what="gradients")
 
 
 def _same_shapes(got, expected: list[torch.Tensor], what: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from autograder.core.cases import attach
 from autograder.testing.compare import check_tensor, mismatch
 from autograder.testing.gradcheck import check_gradients
 
@@ -109,4 +110,5 @@ def assert_close(got, expected, *, atol=1e-5, rtol=1e-4, what="output", dtype=No
     advice = proven_hint(got, expected, hints() if callable(hints) else hints or (), atol=atol, rtol=rtol)
     shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
     message = f"{what}{shape}: {describe(got, expected, atol=atol, rtol=rtol)}"
-    raise AssertionError(message + (f". Hint: {advice}" if advice else ""))
+    raise attach(AssertionError(message + (f". Hint: {advice}" if advice else "")),
+                 got=got, expected=expected, atol=atol, rtol=rtol, what=what)

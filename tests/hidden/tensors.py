@@ -5,6 +5,8 @@ Hypothesis draws shapes and integer seeds; tensors come from a seeded CPU
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from hypothesis import strategies as st
 
@@ -25,3 +27,14 @@ def permutation(n: int, seed: int) -> torch.Tensor:
 
 seeds = st.integers(min_value=0, max_value=2**20)
 batch_dims = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
+
+
+class QKVShapes(NamedTuple):
+    """A counterexample's attention sizes, labelled as the API page names them (its repr is what a
+    student reads): query (*B, L, E), key (*B, S, E), value (*B, S, Ev)."""
+
+    B: tuple  # the batch dims, any number
+    L: int
+    S: int
+    E: int
+    Ev: int

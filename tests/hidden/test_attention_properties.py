@@ -4,7 +4,6 @@ Each test's docstring is the property students read; its points are marked.
 Tests reach the student's code only through ``subject``.
 """
 import math
-from typing import NamedTuple
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ from autograder.testing.compare import assert_raises, assert_unmodified, check_t
 from autograder.core.protocol import Call
 from anchors import assert_close, check_gradients_of, tolerance
 from oracles_attention import attention64, causal_allowed, softmax64
-from tensors import batch_dims, permutation, rand_bool, randn, seeds
+from tensors import QKVShapes, batch_dims, permutation, rand_bool, randn, seeds
 
 pytestmark = pytest.mark.unit("attention")
 # The checks a constant or shape-only answer may pass, and so the only points it may earn
@@ -25,16 +24,6 @@ SHAPE_CHECKS = (
     "test_attention_public.py::test_wrong_widths_raise_value_error",
     "test_attention_properties.py::test_bad_shapes_raise_value_error",
 )
-
-
-class QKVShapes(NamedTuple):
-    """A counterexample's sizes, labelled as the API page names them (its repr is what a student reads)."""
-
-    B: tuple  # the batch dims, any number
-    L: int
-    S: int
-    E: int
-    Ev: int
 
 
 @st.composite

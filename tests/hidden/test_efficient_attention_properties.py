@@ -31,7 +31,7 @@ from anchors import assert_close, check_gradients_of, tolerance
 from oracles_attention import attention64
 from oracles_efficient_attention import attention_rows64, decode64, gqa64, gqa_keys, gqa_state, repeated_state
 from oracles_multi_head import explicit_mha64
-from tensors import batch_dims, randn, seeds
+from tensors import QKVShapes, batch_dims, randn, seeds
 
 pytestmark = pytest.mark.unit("efficient_attention")
 # The checks a constant or shape-only answer may pass, and so the only points it may earn
@@ -53,7 +53,7 @@ def qkv_shapes(draw, *, max_len=9, max_dim=6):
     batch = draw(batch_dims)
     L, S = draw(st.integers(1, max_len), label="L"), draw(st.integers(1, max_len), label="S")
     E, Ev = draw(st.integers(1, max_dim), label="E"), draw(st.integers(1, max_dim), label="Ev")
-    return batch, L, S, E, Ev
+    return QKVShapes(batch, L, S, E, Ev)
 
 
 def make_qkv(shapes, seed, dtype=torch.float32, scale=1.0):

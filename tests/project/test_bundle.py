@@ -11,6 +11,7 @@ without the network and with the dependencies already there).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -114,3 +115,24 @@ def test_viz_runs_the_students_units_once_written(bundle):
     page = bundle["top"] / "mine.html"
     run(bundle["bin"] / "attn-course", "viz", "a b c", "-o", page, "--source", mine, "--steps", "5", cwd=bundle["root"])
     assert str(mine) in page.read_text(encoding="utf-8")
+
+
+def test_repro_rebuilds_a_case_from_the_bundle_alone(bundle):
+    """A failure's reproduce command runs in the bundle: on the stubs it says what to write and
+    exits 1; on the student's finished file it shows their answer beside the expected one, exit 0."""
+    import torch
+
+    from autograder.core import cases
+    from autograder.core.protocol import Call
+
+    x = torch.tensor([0.0, math.log(2), math.log(3)], dtype=torch.float64)
+    case = {"call": Call("attention", "softmax", (x,), {"dim": -1}), "part": "output", "what": "softmax",
+            "expected": torch.tensor([1 / 6, 2 / 6, 3 / 6], dtype=torch.float64), "atol": 1e-10, "rtol": 1e-9}
+    argv = [bundle["bin"] / "attn-course", "repro", "attention", "test_softmax", "--example", cases.dumps("attention", case)]
+    stub = run(*argv, cwd=bundle["root"], check=False)
+    assert stub.returncode == 1 and "not implemented" in stub.stdout and "Traceback" not in stub.stderr, stub.stdout + stub.stderr
+    mine = bundle["top"] / "repro-mine"
+    mine.mkdir()
+    shutil.copyfile(ROOT / "solutions" / "attention.py", mine / "attention.py")
+    done = run(*argv, "--path", mine, cwd=bundle["root"], check=False)
+    assert done.returncode == 0 and "equal within" in done.stdout, done.stdout + done.stderr

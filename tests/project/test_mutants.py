@@ -1,10 +1,16 @@
 """Every hidden property earns its place: the kept buggy versions lose points,
 each in its own unit, and every property catches at least one of them. The
 same grading runs also prove that the reference scores full marks, the stubs
-zero, and that the sandbox and in-process modes agree on all of them."""
+zero, that the sandbox and in-process modes agree (on a sample, see FULL), and
+that every failure tells the student its case and how to rebuild it."""
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -14,7 +20,7 @@ from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 ALTERNATIVES = ROOT / "tests" / "alternatives"
-# One xdist group per unit: all of a unit's checks share its two grading runs.
+# One xdist group per unit: all of a unit's checks share its two grading runs (inert, see the Makefile).
 # Every unit: one without its catalogue fails here (and in test_registry), it is never skipped.
 UNITS = [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in COURSE.units]
 # Properties no mutant can reach on this machine, with the reason.
@@ -23,15 +29,25 @@ UNCATCHABLE = {
 }
 
 
+# The sandbox-versus-in-process equivalence runs on a sample, by a fixed rule: the reference,
+# the stubs, the alternative, every fourth mutant in catalogue order and every mutant that calls
+# a forbidden function (the two modes catch those by different machinery). The whole catalogue
+# is graded in process, which every other check here reads. AUTOGRADER_TEST_FULL=1 (`make
+# test-full`) grades the whole catalogue sandboxed too.
+FULL = os.environ.get("AUTOGRADER_TEST_FULL") == "1"
+SAMPLE_EVERY = 4
+
+
 class Graded(dict):
     """unit -> case name -> that unit's result, from one grading run per unit on first use.
 
-    The cases are solutions/, assignments/, the unit's alternative and every mutant.
+    The cases are solutions/, assignments/, the unit's alternative and every mutant that
+    ``keep(unit, name)`` keeps (all by default).
     """
 
-    def __init__(self, tmp_path_factory, *options: str):
+    def __init__(self, tmp_path_factory, *options: str, keep=lambda unit, name: True):
         super().__init__()
-        self.tmp, self.options = tmp_path_factory, options
+        self.tmp, self.options, self.keep = tmp_path_factory, options, keep
 
     def __missing__(self, unit: str) -> dict[str, dict]:
         spec = COURSE.units[unit]
@@ -40,7 +56,8 @@ class Graded(dict):
                  "alternative": shutil.copytree(COURSE.solutions, base / "alternative")}
         shutil.copy(ALTERNATIVES / spec.file, cases["alternative"] / spec.file)
         for m in mutants.load(unit):
-            cases[m["name"]] = mutants.write(spec.file, m, base / m["name"])
+            if self.keep(unit, m["name"]):
+                cases[m["name"]] = mutants.write(spec.file, m, base / m["name"])
         results = grade_json(list(cases.values()), [unit], *self.options)
         self[unit] = {name: r["units"][unit] for name, r in zip(cases, results)}
         return self[unit]
@@ -48,12 +65,18 @@ class Graded(dict):
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory) -> Graded:
-    return Graded(tmp_path_factory)  # the default: sandboxed
+    """The whole catalogue, in process."""
+    return Graded(tmp_path_factory, "--no-sandbox")
 
 
 @pytest.fixture(scope="session")
-def graded_in_process(tmp_path_factory) -> Graded:
-    return Graded(tmp_path_factory, "--no-sandbox")
+def graded_sandboxed(tmp_path_factory, graded) -> Graded:
+    """The sample (or, with AUTOGRADER_TEST_FULL=1, the whole catalogue), sandboxed."""
+    def keep(unit: str, name: str) -> bool:
+        order = [m["name"] for m in mutants.load(unit)]
+        return FULL or order.index(name) % SAMPLE_EVERY == 0 or graded[unit][name]["status"] == "forbidden"
+
+    return Graded(tmp_path_factory, keep=keep)
 
 
 def _mutants_of(graded: Graded, unit: str) -> dict[str, dict]:
@@ -102,10 +125,72 @@ def test_forbidden_calls_zero_the_unit(graded, unit):
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_same_scores_sandboxed_and_in_process(graded, graded_in_process, unit):
+def test_same_scores_sandboxed_and_in_process(graded, graded_sandboxed, unit):
     def summary(result: dict) -> dict:
         return {"status": result["status"], "tests": {t["id"]: (t["status"], t["score"]) for t in result["tests"]}}
 
-    differ = [name for name, result in graded[unit].items()
-              if summary(result) != summary(graded_in_process[unit][name])]
+    sample = graded_sandboxed[unit]
+    assert len(sample) >= 3 + len(mutants.load(unit)) // SAMPLE_EVERY, sorted(sample)
+    differ = [name for name, result in sample.items() if summary(result) != summary(graded[unit][name])]
     assert not differ, f"{unit}: the two modes disagree on {differ}"
+
+
+# -- what a failure tells the student (issue 17) --------------------------------------------------
+
+# A counterexample value that is a bare tuple of sizes of several kinds, ((), 1, 2, 2, 1): the
+# student cannot tell which is which. Labelled ones read QKVShapes(B=(), L=1, ...) or L=1, S=2
+# (a tensor's own shape, shape=(2, 5, 4), is labelled by its name).
+BARE_TUPLE = re.compile(r"=\(\(")
+# Results where no property ran the code, so there is no case to show.
+NO_CASE = ("no points:", "not implemented yet")
+
+
+def _failures(graded: Graded, unit: str):
+    for name, result in _mutants_of(graded, unit).items():
+        for test in result["tests"]:
+            if test["status"] == "failed" and not test["output"].startswith(NO_CASE):
+                yield name, test
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_every_failure_labels_its_case(graded, unit):
+    """Each failure names its case: hypothesis's counterexample with labels, or (a fixed example)
+    the command that rebuilds it, or the call by shapes where its tensors are too big to print;
+    no counterexample is a bare tuple of sizes."""
+    unlabelled = [(name, t["id"], t["output"][:300]) for name, t in _failures(graded, unit)
+                  if not any(mark in t["output"] for mark in ("(counterexample: ", "\nreproduce: ", "\nthe call: "))]
+    bare = [(name, t["id"], t["output"].split("(counterexample: ")[1][:120]) for name, t in _failures(graded, unit)
+            if "(counterexample: " in t["output"] and BARE_TUPLE.search(t["output"].split("(counterexample: ")[1])]
+    assert not unlabelled and not bare, {"no case": unlabelled[:5], "bare tuples": bare[:5]}
+
+
+def _reproduce_command(output: str) -> list[str]:
+    line = output.split("\nreproduce: ", 1)[1].splitlines()[0]
+    return shlex.split(line)[1:]  # without the program's name: run through this venv's
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_repro_rebuilds_a_failure(graded, unit, tmp_path):
+    """The command a hidden property's failure ends with, run on the mutant's own code, shows the
+    same failure (exit 1); on the reference it shows the expected values (exit 0)."""
+    with_case = [(name, t) for name, t in _failures(graded, unit)
+                 if t["visibility"] == "hidden" and "\nreproduce: " in t["output"] and "\"expected\":" in t["output"]]
+    assert with_case, f"{unit}: no hidden failure carries a reproduce command"
+    name, test = with_case[0]
+    mutant = mutants.write(COURSE.units[unit].file, next(m for m in mutants.load(unit) if m["name"] == name),
+                           tmp_path / name)
+    args = _reproduce_command(test["output"])
+    assert args[:3] == ["repro", unit, test["id"].split("::")[1]], args[:3]
+    cli = [sys.executable, "-m", "autograder.cli", *args]
+    run = subprocess.run([*cli, "--path", str(mutant)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 1 and "differ" in run.stdout, (name, test["output"][:400], run.stdout[-1500:], run.stderr[-1500:])
+    fixed = subprocess.run([*cli, "--path", str(COURSE.solutions)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert fixed.returncode == 0 and "equal within" in fixed.stdout, (name, fixed.stdout[-1500:], fixed.stderr[-1500:])
+    # The same case as a script, run where the stubs' package holds the mutant, then the reference.
+    script = subprocess.run([*cli, "--snippet"], capture_output=True, text=True, timeout=120, cwd=ROOT, check=True).stdout
+    for folder, ok in ((mutant, False), (COURSE.solutions, True)):
+        home = tmp_path / f"as-student-{ok}"
+        shutil.copytree(folder, home / COURSE.assignments.name)
+        ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=home)
+        assert (ran.returncode == 0) == ok and ("Traceback" in ran.stderr) != ok, (folder.name, script, ran.stderr[-1500:])
+        assert ok or "AssertionError" in ran.stderr, ran.stderr[-1500:]
