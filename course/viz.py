@@ -1,17 +1,24 @@
-"""The attention viewer: one self-contained HTML page for a sentence and its attention weights.
+"""The attention viewer: one self-contained HTML page of sentences and their attention weights.
 
-    attn-course viz [SENTENCE] [-o attention.html] [--source solutions|FOLDER]
+    attn-course viz [SENTENCE ...] [-o attention.html] [--source solutions|FOLDER]
                     [--weights FILE.json|FILE.pt] [--steps N]
 
-Click a token: arcs go from it to the tokens it attends to, as thick as the
-weight. A selector switches between heads (and their average). The page has
-its script and style inline and loads nothing from the network.
+Click a word: arcs go from it to the words it attends to, as thick as the weight.
+Selectors switch between the sentences and between heads (and their average). The page
+has its script and style inline, loads nothing from the network, and says so when the
+machine has no font that draws Chinese (the words would show as empty boxes).
 
 Where the weights come from:
-  * default: the course's tiny model (``course/demos/tiny_model.py``), trained
-    for a few seconds with the ``MultiHeadAttention`` of ``--source``: the
-    reference solutions, or a student's folder (their own ``multi_head.py``
-    and ``attention.py``);
+  * default: the course's pronoun model (``course/demos/pronoun_model.py``), one
+    self-attention layer trained to name the noun a pronoun refers to (他/她/它,
+    he/she/it), so its attention had to learn content: position does not give the
+    answer. Its shipped weights (``course/demos/weights/``) run in the
+    ``MultiHeadAttention`` of ``--source``: the reference solutions, or a student's
+    folder (their own ``multi_head.py`` and ``attention.py``); ``--steps N`` trains it
+    anew for N steps with that module instead. Without SENTENCE the page holds the
+    lessons' two: 我吃了一个苹果，它很甜 (click 它) and John went to the market because
+    he wanted bread (click he). Chinese is cut into words by longest match against the
+    model's own dictionary (its docstring says why not jieba);
   * ``--weights FILE``: weights you computed yourself, a JSON object
     ``{"tokens": [...], "weights": [[[...]]]}`` (heads x queries x keys, or
     queries x keys for one head), or a ``torch.save``d tensor of that shape
@@ -29,16 +36,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_SENTENCE = "John went to the market because he wanted bread"
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-
 
 def tokenize(sentence: str) -> list[str]:
-    """Words split on spaces; a sentence in Chinese characters (狗咬人) is split into characters."""
-    words = sentence.split()
-    if len(words) == 1 and _CJK.search(words[0]):
-        return list(words[0])
-    return words
+    """The pronoun model's words: split on spaces, Chinese cut by longest match (狗咬人 -> 狗 / 咬 / 人)."""
+    from course.demos.pronoun_model import segment
+
+    return segment(sentence)
 
 
 def as_heads(weights, length: int) -> list[list[list[float]]]:
@@ -68,12 +71,15 @@ _PAGE = """<!DOCTYPE html>
 <style>
   body { font-family: system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
   h1 { font-size: 18px; margin: 0 0 4px; }
-  p.note { margin: 0 0 16px; color: #555; font-size: 13px; }
+  p.note { margin: 0 0 16px; color: #555; font-size: 13px; max-width: 60em; }
+  #font-warning { margin: 0 0 16px; padding: 8px 12px; border: 1px solid #c00; border-radius: 6px;
+                  background: #fff0f0; color: #900; font-size: 14px; max-width: 60em; }
+  #font-warning[hidden], #sentence-control[hidden] { display: none; }
   #controls { margin-bottom: 12px; font-size: 14px; }
   #stage { position: relative; padding-top: 170px; }
   #arcs { position: absolute; left: 0; top: 0; overflow: visible; pointer-events: none; }
   #tokens { display: flex; flex-wrap: nowrap; gap: 10px; }
-  .token { font-size: 18px; padding: 6px 10px; border: 1px solid #bbb; border-radius: 6px;
+  .token { font-family: inherit; font-size: 18px; padding: 6px 10px; border: 1px solid #bbb; border-radius: 6px;
            background: #f6f6f6; cursor: pointer; }
   .token.query { background: #1f5fbf; color: #fff; border-color: #1f5fbf; }
   .token.key { border-color: #e07000; }
@@ -83,9 +89,12 @@ _PAGE = """<!DOCTYPE html>
 </head>
 <body>
 <h1>__TITLE__</h1>
-<p class="note">Click a token: arcs go to the tokens it attends to, as thick as the weight
+<p class="note">__NOTE__Click a word: arcs go to the words it attends to, as thick as the weight
 (weights below __MIN__ are not drawn).</p>
-<div id="controls"><label for="head">Head </label><select id="head"></select></div>
+<p id="font-warning" role="alert" hidden>No font on this machine draws Chinese: the Chinese words below
+show as empty boxes. Install one (Debian: <code>apt-get install fonts-noto-cjk</code>) and reload the page.</p>
+<div id="controls"><span id="sentence-control"><label for="sentence">Sentence </label><select id="sentence"></select>
+</span><label for="head">Head </label><select id="head"></select></div>
 <div id="stage"><svg id="arcs" xmlns="http://www.w3.org/2000/svg"></svg><div id="tokens"></div></div>
 <div id="details">No token selected.</div>
 <script id="attention-data" type="application/json">__DATA__</script>
@@ -93,27 +102,39 @@ _PAGE = """<!DOCTYPE html>
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("attention-data").textContent);
-  var tokens = data.tokens, heads = data.weights, MIN = data.min_weight;
-  var select = document.getElementById("head"), row = document.getElementById("tokens");
+  var sentences = data.sentences, MIN = data.min_weight, tokens, heads, average;
+  var choice = document.getElementById("sentence"), select = document.getElementById("head");
+  var row = document.getElementById("tokens"), warning = document.getElementById("font-warning");
   var svg = document.getElementById("arcs"), details = document.getElementById("details");
   var SVGNS = "http://www.w3.org/2000/svg", selected = null;
-  var average = heads[0].map(function (r, i) {
-    return r.map(function (v, j) {
-      return heads.reduce(function (s, h) { return s + h[i][j]; }, 0) / heads.length;
-    });
+  sentences.forEach(function (s, n) {
+    var o = document.createElement("option"); o.value = String(n); o.textContent = s.tokens.join(" ");
+    choice.appendChild(o);
   });
+  document.getElementById("sentence-control").hidden = sentences.length < 2;
   data.head_names.forEach(function (name, h) {
     var o = document.createElement("option"); o.value = String(h); o.textContent = name; select.appendChild(o);
   });
-  if (heads.length > 1) {
+  if (data.head_names.length > 1) {
     var o = document.createElement("option"); o.value = "average"; o.textContent = "average of heads"; select.appendChild(o);
   }
-  tokens.forEach(function (t, i) {
-    var b = document.createElement("button");
-    b.className = "token"; b.textContent = t; b.dataset.index = String(i); b.type = "button";
-    b.addEventListener("click", function () { selected = (selected === i ? null : i); draw(); });
-    row.appendChild(b);
-  });
+  function load(n) {
+    tokens = sentences[n].tokens; heads = sentences[n].weights; selected = null;
+    average = heads[0].map(function (r, i) {
+      return r.map(function (v, j) {
+        return heads.reduce(function (s, h) { return s + h[i][j]; }, 0) / heads.length;
+      });
+    });
+    while (row.firstChild) row.removeChild(row.firstChild);
+    tokens.forEach(function (t, i) {
+      var b = document.createElement("button");
+      b.className = "token"; b.textContent = t; b.dataset.index = String(i); b.type = "button";
+      b.addEventListener("click", function () { selected = (selected === i ? null : i); draw(); });
+      row.appendChild(b);
+    });
+    choice.value = String(n);
+    draw();
+  }
   function matrix() { return select.value === "average" ? average : heads[Number(select.value)]; }
   function centre(el, box) {
     var r = el.getBoundingClientRect();
@@ -155,10 +176,27 @@ _PAGE = """<!DOCTYPE html>
       return tokens[p[1]] + " " + (100 * p[0]).toFixed(0) + "%";
     }).join(", ");
   }
+  // A font that draws Chinese draws two different characters differently; without one, both
+  // come out as the same missing-glyph box (or as nothing), pixel for pixel.
+  function pixels(text, family) {
+    var canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
+    canvas.width = canvas.height = 48;
+    ctx.font = "36px " + family; ctx.textBaseline = "top"; ctx.fillText(text, 4, 4);
+    return Array.prototype.join.call(ctx.getImageData(0, 0, 48, 48).data, ",");
+  }
+  function cjkRenders() {
+    var family = getComputedStyle(row).fontFamily;
+    return pixels("\u5b83", family) !== pixels("\u82f9", family);  // 它, 苹
+  }
+  var CJK = /[\u3400-\u9fff\uf900-\ufaff]/;
+  var chinese = sentences.some(function (s) { return s.tokens.some(function (t) { return CJK.test(t); }); });
+  warning.hidden = !chinese || cjkRenders();
+  choice.addEventListener("change", function () { load(Number(choice.value)); });
   select.addEventListener("change", draw);
   window.addEventListener("resize", draw);
-  window.attentionViewer = { draw: draw, select: function (i) { selected = i; draw(); } };
-  draw();
+  window.attentionViewer = { draw: draw, load: load, cjkRenders: cjkRenders,
+                             select: function (i) { selected = i; draw(); } };
+  load(0);
 }());
 </script>
 </body>
@@ -166,35 +204,53 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
-def render_html(tokens: list[str], weights, *, title: str = "Attention viewer",
-                head_names: list[str] | None = None, min_weight: float = 0.01) -> str:
-    """The viewer page for ``tokens`` and ``weights`` (H, L, L) or (L, L), rows = queries."""
-    if not tokens:
-        raise ValueError("the sentence has no tokens")
-    heads = as_heads(weights, len(tokens))
-    names = head_names or [f"head {h}" for h in range(len(heads))]
-    if len(names) != len(heads):
-        raise ValueError(f"{len(names)} head names for {len(heads)} heads")
-    data = {"tokens": list(tokens), "weights": heads, "head_names": names, "min_weight": min_weight}
+def render_page(sentences, *, title: str = "Attention viewer", head_names: list[str] | None = None,
+                min_weight: float = 0.01, note: str = "") -> str:
+    """The viewer page for ``sentences``, pairs (tokens, weights (H, L, L) or (L, L), rows = queries),
+    with the same number of heads; ``note`` is a sentence said before how to use the page."""
+    if not sentences:
+        raise ValueError("no sentence to draw")
+    drawn = []
+    for tokens, weights in sentences:
+        if not tokens:
+            raise ValueError("a sentence has no tokens")
+        drawn.append({"tokens": list(tokens), "weights": as_heads(weights, len(tokens))})
+    count = len(drawn[0]["weights"])
+    if any(len(s["weights"]) != count for s in drawn):
+        raise ValueError(f"the sentences have {sorted({len(s['weights']) for s in drawn})} heads: they must agree")
+    names = head_names or [f"head {h}" for h in range(count)]
+    if len(names) != count:
+        raise ValueError(f"{len(names)} head names for {count} heads")
+    data = {"sentences": drawn, "head_names": names, "min_weight": min_weight}
     # "</" cannot end the script element early once escaped; the JSON stays valid.
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
-    page = _PAGE.replace("__DATA__", payload).replace("__MIN__", str(min_weight))
-    return page.replace("__TITLE__", html.escape(title))
+    values = {"DATA": payload, "MIN": str(min_weight), "TITLE": html.escape(title),
+              "NOTE": html.escape(note) + " " if note else ""}
+    # One pass, so a title or token that spells a placeholder is left as it is.
+    return re.sub(r"__(DATA|MIN|TITLE|NOTE)__", lambda m: values[m.group(1)], _PAGE)
 
 
-def tiny_model_weights(tokens: list[str], source: str = "solutions", steps: int = 400):
-    """Per-head weights (H, L, L) of the tiny model, trained with ``source``'s multi_head.py,
-    and its accuracy. Raises UnitNotImplemented while that unit (or its attention.py) is a stub."""
+def render_html(tokens: list[str], weights, **options) -> str:
+    """The viewer page for one sentence: ``tokens`` and ``weights`` (H, L, L) or (L, L), rows = queries."""
+    return render_page([(tokens, weights)], **options)
+
+
+def pronoun_model_weights(sentences: list[str], source: str = "solutions", steps: int | None = None):
+    """Each sentence's words and the pronoun model's weights (H, L, L) on them, and the model: the
+    shipped weights, or trained ``steps`` steps, in ``source``'s MultiHeadAttention. Raises
+    UnitNotImplemented while that unit (or its attention.py) is a stub."""
     from course.demos import load_units
     from course.demos._common import stubs_named
-    from course.demos.tiny_model import MAX_LEN, attention_for, train_tiny_model
+    from course.demos.pronoun_model import MAX_LEN, attention_for, shipped_model, train_pronoun_model
 
-    if len(tokens) > MAX_LEN:
-        raise ValueError(f"the tiny model reads at most {MAX_LEN} tokens; the sentence has {len(tokens)}")
+    words = [tokenize(sentence) for sentence in sentences]
+    for w in words:  # refused before any training
+        if not w or len(w) > MAX_LEN:
+            raise ValueError(f"the pronoun model reads 1 to {MAX_LEN} words; a sentence has {len(w)}")
     units = load_units(source)
     with stubs_named(units):
-        trained = train_tiny_model(units, steps=steps)
-        return attention_for(tokens, trained), trained.accuracy
+        trained = shipped_model(units) if steps is None else train_pronoun_model(units, steps=steps)
+        return [(w, attention_for(w, trained)) for w in words], trained
 
 
 def _load_weights(path: Path, tokens: list[str] | None):
@@ -210,28 +266,37 @@ def _load_weights(path: Path, tokens: list[str] | None):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attn-course viz", description=__doc__.splitlines()[0])
-    parser.add_argument("sentence", nargs="?", help=f"the sentence (default: {DEFAULT_SENTENCE!r})")
+    parser.add_argument("sentences", nargs="*", metavar="SENTENCE",
+                        help="the sentences (default: the lessons' two, where 它 means 苹果 and he means John)")
     parser.add_argument("-o", "--output", type=Path, default=Path("attention.html"))
     parser.add_argument("--source", default="solutions",
-                        help="where the tiny model's MultiHeadAttention comes from: solutions or your folder")
+                        help="where the pronoun model's MultiHeadAttention comes from: solutions or your folder")
     parser.add_argument("--weights", type=Path, help="your own weights (.json or a torch.save'd tensor)")
-    parser.add_argument("--steps", type=int, default=400, help="training steps of the tiny model")
+    parser.add_argument("--steps", type=int,
+                        help="train the pronoun model for N steps instead of loading its shipped weights")
     args = parser.parse_args(argv)
     from course.demos import UnitNotImplemented  # torch's import, only once the arguments are good
 
-    tokens = tokenize(args.sentence) if args.sentence else None
     try:
+        note = ""
         if args.weights:
-            tokens, weights = _load_weights(args.weights, tokens)
+            if len(args.sentences) > 1:
+                raise ValueError("--weights holds one sentence's weights: give at most one SENTENCE")
+            tokens, weights = _load_weights(args.weights, tokenize(args.sentences[0]) if args.sentences else None)
             if not tokens:
                 raise ValueError("give the sentence, or put \"tokens\" in the JSON file")
-            title = f"Attention from {args.weights.name}"
+            sentences, title = [(tokens, weights)], f"Attention from {args.weights.name}"
         else:
-            tokens = tokens or tokenize(DEFAULT_SENTENCE)
-            weights, accuracy = tiny_model_weights(tokens, args.source, args.steps)
-            title = (f"Tiny model ({args.source}): trained to name the previous and the next token, "
-                     f"accuracy {accuracy:.0%}")
-        page = render_html(tokens, weights, title=title)
+            from course.demos.pronoun_model import SEEDS
+
+            sentences, trained = pronoun_model_weights(args.sentences or list(SEEDS), args.source, args.steps)
+            origin = "its shipped weights" if args.steps is None else "trained just now"
+            title = f"Pronoun model, MultiHeadAttention from {args.source}, {origin} ({trained.steps} steps)"
+            note = (f"It was trained only to name the noun a pronoun (他/她/它, he/she/it) refers to. On fresh "
+                    f"sentences it names it for {trained.accuracy:.0%} of the pronouns, and its attention puts "
+                    f"the most weight on it for {trained.attention_accuracy:.0%}. Click the pronoun; the other "
+                    f"words were never asked anything, so their rows are whatever training left.")
+        page = render_page(sentences, title=title, note=note)
     except UnitNotImplemented as error:  # the stubs are still in place: say what to write first
         print(f"attn-course viz: {error}", file=sys.stderr)
         return 2
@@ -240,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(page, encoding="utf-8")
-    print(f"wrote {args.output} ({len(tokens)} tokens, {len(weights)} head(s))")
+    words = sum(len(tokens) for tokens, _ in sentences)
+    print(f"wrote {args.output} ({len(sentences)} sentence(s), {words} tokens)")
     return 0
 
 

@@ -7,7 +7,14 @@ never edited by hand. It is built here, cell by cell, with nbformat: the lesson
 *answer* cell (nbgrader's ClearSolutions turns each region into
 ``raise NotImplementedError()`` in the release) and the rest read-only cells;
 one visible test cell per public test and one hidden-test cell holding all
-hidden properties, with the points of the CLI's rubric.
+hidden properties, with the points of the CLI's rubric; and after each of the
+lesson's conceptual questions (a paragraph opening with ``**Question N.**``)
+an nbgrader *manually graded answer* cell (markdown, ``grade`` and
+``solution``), worth :data:`QUESTION_POINTS`.
+
+A question is worth 1 point: the written answers add a little to the
+autograded total, which stays the CLI's. nbgrader's gradebook and CSV count
+them (an instructor grades them in formgrader); the CLI does not know them.
 
 Every generated cell carries ``metadata[META]`` (its part, and for read-only
 module cells the text the ``.py`` file holds). The trusted grader reads that
@@ -16,6 +23,7 @@ metadata from the *instructor's* source notebook only
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -30,6 +38,10 @@ from autograder.core.manifest import Course
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# A question is one paragraph of a lesson, opening with this marker (tests/project/test_lesson_languages.py).
+QUESTION = re.compile(r"^\*\*Question (\d+)\.\*\*.*?(?=\n[ \t]*\n|\Z)", re.M | re.S)
+QUESTION_POINTS = 1.0
+ANSWER_STUB = "YOUR ANSWER HERE"  # nbgrader's ClearSolutions.text_stub: its release writes this in a written answer
 
 
 def grade_id(unit: str, part: str) -> str:
@@ -60,14 +72,38 @@ def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
     return cell
 
 
+def _question_cells(unit: str, text: str) -> list:
+    """A markdown part of the lesson, each question in a cell of its own followed by its
+    manually graded answer cell; the text around them unchanged."""
+    cells, cursor = [], 0
+    for match in QUESTION.finditer(text):
+        before = text[cursor:match.start()].strip("\n")
+        if before.strip():
+            cells.append(_markdown("", before))
+        cells.append(_markdown("", match[0]))
+        answer = _markdown("", ANSWER_STUB)
+        meta = _nbgrader(grade_id(unit, f"question-{match[1]}"), grade=True, solution=True, locked=False,
+                         points=QUESTION_POINTS)
+        answer.metadata = {"nbgrader": {**meta, "task": False}}
+        cells.append(answer)
+        cursor = match.end()
+    rest = text[cursor:].strip("\n")
+    if rest.strip():
+        cells.append(_markdown("", rest))
+    return cells
+
+
 def _points(x: float) -> str:
     return f"{x:g} point" + ("" if x == 1 else "s")
 
 
-def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list[Chunk], text: dict) -> list:
+def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list[Chunk], text: dict,
+                    questions: bool) -> list:
     spec, key = course.units[unit], course.brand.metadata_key
-    names = {"file": spec.file, "api": course.api.name, "command": course.brand.command, "unit": unit}
-    cells = [_markdown("", text["graded"].format(**names)),
+    names = {"file": spec.file, "api": course.api.name, "command": course.brand.command, "unit": unit,
+             "points": f"{QUESTION_POINTS:g}"}
+    graded = text["graded"] + (" " + text["questions"] if questions else "")
+    cells = [_markdown("", graded.format(**names)),
              _markdown("", text["contract"].format(**names) + "\n\n" + unit_section(course, unit).replace("## ", "#### ", 1))]
     first_frame = True
     for chunk in chunks:
@@ -124,12 +160,15 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
     path = course.solutions / spec.file
     docstring, docstring_file, chunks = split_module(path.read_text(encoding="utf-8"), unit, f"{course.solutions.name}/{spec.file}")
     cells = []
-    for kind, text in lesson_parts(course, unit, docstring, lang):
+    parts = lesson_parts(course, unit, docstring, lang)
+    questions = any(QUESTION.search(text) for kind, text in parts if kind == "markdown")
+    for kind, text in parts:
         if kind == "markdown":
-            cells.append(_markdown("", text))
+            cells += _question_cells(unit, text)
         elif kind == "exercise":
             text = notebook_text(course, lang)
-            cells += _exercise_cells(course, unit, docstring_file, chunks, text) + _test_cells(course, unit, text)
+            cells += (_exercise_cells(course, unit, docstring_file, chunks, text, questions)
+                      + _test_cells(course, unit, text))
         else:  # setup and demos: ordinary cells for students; the grader's kernel skips them
             cell = nbformat.v4.new_code_cell(text)
             tag = course.brand.demo_tag
@@ -157,6 +196,9 @@ TEXT = {
                "import inside an answer cell."),
     "contract": ("### The contract of this unit\n\nFrom `{api}` (its general rules, on shapes, devices, precision, "
                  "errors and forbidden constructs, hold for every unit):"),
+    "questions": ("The questions at the end of the lesson are graded by hand ({points} per question, besides "
+                  "the tests' points): write each answer in the cell below its question, where it says "
+                  "`YOUR ANSWER HERE` (Markdown). `{command} grade` does not see them."),
     "tests": ("## Tests\n\nEach cell below runs one public test on the code above (the same test as "
               "`{command} check {unit}`). The points shown are what the grader gives."),
 }

@@ -52,6 +52,8 @@ class Course:
     student_bundle: tuple[str, ...] = ()
     brand: Branding | None = None
     language: str = "en"  # the notebooks' language, where a command is not told another
+    # What the student bundle's own files need beyond the engine's (its lessons' plots, a viewer's weights).
+    student_requires: tuple[str, ...] = ()
     # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
     commands: dict[str, str] = field(default_factory=dict)
 
@@ -115,5 +117,6 @@ def load_course(root: Path | None = None) -> Course:
         student_bundle=tuple(paths["student_bundle"]),
         brand=Branding(**data["branding"]),
         language=data["course"].get("language", "en"),
+        student_requires=tuple(data["course"].get("student_requires", ())),
         commands=dict(data.get("commands", {})),
     )

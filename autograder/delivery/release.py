@@ -10,6 +10,8 @@ answers; the lessons and demos then run on the student's own units).
 """
 from __future__ import annotations
 
+import json
+
 import shutil
 from pathlib import Path
 
@@ -32,8 +34,8 @@ description = "Your work for {course}: fill in assignments/, check it with `{com
 requires-python = ">=3.11"
 # Install torch first (the CPU wheel: pip install torch --index-url https://download.pytorch.org/whl/cpu).
 # hypothesis is the grader's own version: the public tests then see the grader's examples.
-# matplotlib draws the lessons' plots; jupytext writes them as notebooks.
-dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13", "matplotlib>=3.8", "jupytext>=1.16"]
+# The course's own needs (course.toml's student_requires) follow the engine's.
+dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13"{extra}]
 
 [project.scripts]
 {command} = "autograder.cli:main"
@@ -63,7 +65,8 @@ def release(course: Course, out: Path, langs: list[str] | None = None) -> Path:
     brand = course.brand
     (out / "pyproject.toml").write_text(PYPROJECT.format(
         package=brand.student_package, course=course.name, command=brand.command,
-        hypothesis=requirement("hypothesis")), encoding="utf-8")
+        hypothesis=requirement("hypothesis"), extra="".join(f", {json.dumps(r)}" for r in course.student_requires)),
+        encoding="utf-8")
     # The course writes what its students read; the engine fills in the names.
     (out / "README.md").write_text(course.student_readme.read_text(encoding="utf-8").format(
         course=course.name, command=brand.command, api=course.api.relative_to(course.root).as_posix()),

@@ -3,7 +3,9 @@
 The read-only parts come from the instructor's source notebook (its cell
 metadata), the answers from the submitted notebook by nbgrader ``grade_id``,
 so the file graded never depends on anything a student can change but their
-own answer cells.
+own answer cells. Only code cells are read: a written answer (a markdown cell,
+nbgrader's manually graded answer) is never part of the file, whatever its
+metadata claims.
 """
 from __future__ import annotations
 

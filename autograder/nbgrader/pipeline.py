@@ -27,11 +27,19 @@ kernel runs, each submitted notebook's answer cells are read (by nbgrader
 the instructor's read-only parts into the unit's ``.py`` file, and graded by
 the CLI's ``grade`` in a separate process (sandboxed by the CLI), while
 nbgrader's kernels run on the other core. After autograde, the score of every
-grade cell in nbgrader's gradebook is the CLI's: a visible test cell gets its
-public test's points, the hidden-test cell the sum of the hidden properties'.
+autograded cell in nbgrader's gradebook is the CLI's: a visible test cell gets
+its public test's points, the hidden-test cell the sum of the hidden properties'.
 Manual scores and extra credit are put back as they were before the kernels
 ran, and every output of the autograded notebooks is replaced by the trusted
 report (or removed), so the feedback shows nothing a kernel printed.
+
+Written answers. The lessons' questions have nbgrader *manually graded answer*
+cells (markdown, ``grade`` and ``solution``), which the CLI's rubric does not
+hold: they stay nbgrader's own (0 when left as released, else "needs manual
+grading" in formgrader until an instructor scores them), so nbgrader's total
+is the CLI's plus what the instructor gives for them. They are never executed
+(a markdown cell, its type restored by :class:`RestoreCellMetadata` before any
+kernel runs) and the trusted side never reads them.
 
 Tampering. :class:`RestoreCellMetadata` (in nbgrader's sanitize step, see
 ``course/nbgrader_config.py``) restores each nbgrader cell's flags and, for
@@ -234,7 +242,7 @@ def extract_files(course: Course, course_dir: Path, units: list[str]) -> tuple[d
 
 
 def _grade_cells(layout: dict, key: str) -> dict[str, list[str]]:
-    """grade_id -> the CLI test ids it stands for."""
+    """grade_id -> the CLI test ids it stands for, for every test cell (the autograded grade cells)."""
     cells = {}
     for cell in layout["cells"]:
         part = cell.get("metadata", {}).get(key, {})
@@ -258,7 +266,8 @@ def _snapshot(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple, tuple]:
 
 
 def write_points(db_url: str, layouts: dict[str, dict], results: dict[str, dict], saved: dict, key: str) -> dict[tuple, float]:
-    """Write the CLI's points into every grade cell; returns {(student, unit): score}."""
+    """Write the CLI's points into every test cell; returns {(student, unit): autograded score}.
+    The manually graded answer cells are no test cells: nbgrader's own grades stand there."""
     totals = {}
     with Gradebook(db_url) as gb:
         for student, result in results.items():

@@ -1,5 +1,5 @@
-"""The tiny two-head model of the course: trained in seconds, used by the heads
-demo and by the attention viewer (``course/viz.py``).
+"""The tiny two-head model of the course: trained in seconds, used by the heads demo
+(the attention viewer shows ``pronoun_model.py`` instead, whose attention follows content).
 
 Task: at every position, say which token came just before it and which comes
 just after it (two classifiers on top of one multi-head self-attention layer).
@@ -8,7 +8,6 @@ and the other one step forward, and training makes them do it.
 """
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import torch
@@ -88,18 +87,6 @@ def _train(units, steps, batch, lengths, seed) -> Trained:
         hits = [(logits.argmax(-1) == target)[target != IGNORE].float().mean()
                 for logits, target in ((prev_logits, previous), (next_logits, following))]
     return Trained(model, float(sum(hits) / 2), steps)
-
-
-def token_ids(tokens: list[str], vocab: int = VOCAB) -> torch.Tensor:
-    """A stable id for each word (its CRC32 modulo the vocabulary): (1, L) long."""
-    return torch.tensor([[zlib.crc32(t.encode("utf-8")) % vocab for t in tokens]])
-
-
-def attention_for(tokens: list[str], trained: Trained) -> torch.Tensor:
-    """The tiny model's per-head weights for a sentence: (H, L, L), rows = queries."""
-    with torch.no_grad():
-        _, _, weights = trained.model(token_ids(tokens))
-    return weights[0]
 
 
 def offset_weight(weights: torch.Tensor, offset: int) -> torch.Tensor:

@@ -5,8 +5,9 @@ Each unit has a lesson in every language folder of ``course/lessons`` (English a
 least); a translation changes the prose only, so the placeholder lines (the code cells) are the
 same, in the same order. Every lesson has a "claims checked" box (a blockquote starting
 ``> **Claims checked**``) and 2-3 conceptual questions (markdown blocks starting
-``**Question N.**``), whose answers are in ``course/answer_key/<lang>/<unit>.md``: a file the
-student bundle (``attn-course release``) must not hold.
+``**Question N.**``), each followed in the notebooks by an nbgrader manually graded answer cell,
+whose answers are in ``course/answer_key/<lang>/<unit>.md``: a file the student bundle
+(``attn-course release``) must not hold.
 """
 from __future__ import annotations
 
@@ -72,6 +73,20 @@ def test_the_rendered_notebooks_share_their_code(unit):
     english = code("en")
     for lang in lesson_languages():
         assert code(lang) == english, f"{unit}: the {lang} notebook's code cells differ from the English ones"
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_the_rendered_notebooks_share_their_grade_cells(unit):
+    """Every language's notebook has the same nbgrader cells, one gradebook for all: the code, the
+    tests, and after each question its manually graded answer (markdown)."""
+    def graded(lang):
+        return [(c.cell_type, c.metadata["nbgrader"]) for c in lessons.notebook(unit, lang).cells if "nbgrader" in c.metadata]
+
+    english = graded("en")
+    written = [meta["grade_id"] for kind, meta in english if kind == "markdown" and meta["grade"] and meta["solution"]]
+    assert len(written) == len(questions(text(unit, "en"))), f"{unit}: one written answer per question"
+    for lang in lesson_languages():
+        assert graded(lang) == english, f"{unit}: the {lang} notebook's nbgrader cells differ from the English ones"
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -3,9 +3,13 @@
 A temporary copy of course/ runs generate_assignment; four fake students hand
 in notebooks built from the release (one with the solutions, one with the
 untouched stubs, one with a realistic bug in attention, one who patches
-``torch.allclose`` and tampers with locked test cells); then
-``attn-course nbgrader`` collects, autogrades (re-scoring out of the kernel),
-generates feedback and exports the CSV.
+``torch.allclose`` and tampers with locked test cells and with the written
+answers' cells); then ``attn-course nbgrader`` collects, autogrades (re-scoring
+out of the kernel), generates feedback and exports the CSV.
+
+The lessons' questions are nbgrader manually graded answers, which the CLI does not grade:
+nbgrader's totals are compared with the CLI's on the autograded cells, and its maximum holds
+the questions' points besides.
 
 ATTN_NBGRADER_UNITS (comma-separated) limits the units; by default every unit
 whose solution exists (at least attention) is graded.
@@ -43,6 +47,7 @@ BUILT = [u for u, spec in COURSE.units.items() if (COURSE.solutions / spec.file)
 UNITS = [u for u in (os.environ.get("ATTN_NBGRADER_UNITS") or ",".join(BUILT)).split(",") if u]
 BUG = next(m for m in mutants.load("attention") if m["name"] == "no_scale")
 CHEAT = "torch.allclose = lambda *a, **k: True  # the cheat: every comparison in this kernel passes\n"
+CODE_ANSWER = "print('my written answer, as code: a grade cell that runs without an error')"
 KILLER_UNIT = next((u for u in UNITS if u != "attention"), None)  # where the cheat kills the kernel
 CELL_TIMEOUT = 20  # seconds, for this test's run (the course default is in course/nbgrader_config.py)
 
@@ -61,12 +66,31 @@ def _gid(cell: dict) -> str | None:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
+def _manual(cell: dict) -> bool:
+    """nbgrader's manually graded answer: a grade cell that is a solution cell too."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade") and meta.get("solution"))
+
+
+def manual_points(unit: str) -> float:
+    """What nbgrader counts in ``unit`` and the CLI does not: its written answers' points."""
+    nb = _nb(ROOT / notebook.notebook_path(COURSE, unit))
+    return sum(c["metadata"]["nbgrader"]["points"] for c in nb["cells"] if _manual(c))
+
+
+def lesson_questions(unit: str, lang: str) -> list[str]:
+    return re.findall(r"^\*\*Question (\d+)\.\*\*", (COURSE.lessons / lang / f"{unit}.md").read_text(encoding="utf-8"), re.M)
+
+
 def fill(release: dict, source: dict, unit: str, *, bug: bool = False) -> dict:
-    """The release notebook with every answer cell holding the solution's code."""
+    """The release notebook with every answer cell holding the solution's code, and a written answer
+    to every question."""
     nb = copy.deepcopy(release)
     solutions = {_gid(c): _src(c) for c in source["cells"] if _gid(c)}
     for cell in nb["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if _manual(cell):
+            cell["source"] = f"My answer to {_gid(cell)}: $\\sqrt{{d_k}}$ keeps the scores' variance at 1."
+        elif cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             cell["source"] = solutions[_gid(cell)]
             if bug and unit == "attention":
                 cell["source"] = mutants.mutated_source(cell["source"], BUG) if BUG["replace"][0][0] in cell["source"] else cell["source"]
@@ -144,6 +168,14 @@ def make_students(course_dir: Path, inbox: Path) -> None:
             hidden = answer_cell(cheat, "attention-hidden")
             hidden["source"] = "print('all hidden tests passed')"
             hidden["metadata"]["nbgrader"]["points"] = 1000
+            # The written answers: one turned into a code cell that is no solution (nbgrader gives a
+            # grade cell of code all its points when it runs without an error), one claiming 1000
+            # points and holding the hidden tests' marker (ClearHiddenTests crashes on a lone one).
+            first, second = [c for c in cheat["cells"] if _manual(c)][:2]
+            first.update(cell_type="code", execution_count=None, outputs=[], source=CODE_ANSWER)
+            first["metadata"]["nbgrader"].update(solution=False, points=1000)
+            second["metadata"]["nbgrader"].update(points=1000, locked=True)
+            second["source"] = f"{notebook.HIDDEN_BEGIN}\nMy answer."
         if unit == KILLER_UNIT:  # a cell that kills nbgrader's kernel must cost this notebook only
             cheat["cells"].append({"cell_type": "code", "execution_count": None, "id": "kill-kernel",
                                    "metadata": {}, "outputs": [], "source": "import os\nos._exit(1)"})
@@ -256,13 +288,37 @@ def test_every_language_builds_and_releases_the_same_notebook(lang, tmp_path):
     lesson = (COURSE.lessons / lang / f"{unit}.md").read_text(encoding="utf-8")
     first_prose = next(line for line in lesson.splitlines() if line.strip())
     assert any(first_prose in c.source for c in released.cells if c.cell_type == "markdown"), "the lesson's own language"
+    # The written answers' cells of the student notebook (attn-course release) are nbgrader's own
+    # release of them, so a student's answers reach formgrader by grade_id (less what nbgrader stamps
+    # on its own release: the checksum and the type it covers).
+    def written(nb):
+        return [(c.cell_type, c.source, {k: v for k, v in c.metadata["nbgrader"].items() if k not in ("checksum", "cell_type")})
+                for c in nb.cells if _manual(c)]
+
+    assert len(written(released)) == len(lesson_questions(unit, lang)) > 0
+    assert written(notebook.build_notebook(COURSE, unit, lang=lang, student=True)) == written(released)
 
 
-def test_points_per_cell_add_up_to_the_rubric():
+@pytest.mark.parametrize("lang", languages(COURSE))
+def test_points_per_cell_add_up_to_the_rubric(lang):
+    """The autograded cells hold the CLI's rubric; each question of the lesson has one manually
+    graded answer cell after it, worth QUESTION_POINTS, which the rubric does not count."""
     for unit in BUILT:
-        nb = _nb(ROOT / notebook.notebook_path(COURSE, unit))
-        cells = [c["metadata"]["nbgrader"] for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-        assert sum(c["points"] for c in cells) == sum(t.points for t in rubric(COURSE, unit)) > 0
+        nb = json.loads(nbformat.writes(notebook.build_notebook(COURSE, unit, lang=lang)))
+        grade = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+        auto = [c["metadata"]["nbgrader"] for c in grade if not _manual(c)]
+        assert sum(c["points"] for c in auto) == sum(t.points for t in rubric(COURSE, unit)) > 0
+        assert all(c["cell_type"] == "code" and c["metadata"]["nbgrader"]["locked"] for c in grade if not _manual(c))
+        manual = [c for c in grade if _manual(c)]
+        numbers = lesson_questions(unit, lang)
+        assert [_gid(c) for c in manual] == [notebook.grade_id(unit, f"question-{n}") for n in numbers] and numbers
+        for cell in manual:
+            before = nb["cells"][nb["cells"].index(cell) - 1]
+            assert _src(before).startswith(f"**Question {_gid(cell).rsplit('-', 1)[1]}.**"), (unit, _gid(cell))
+            assert cell["cell_type"] == "markdown" and _src(cell) == notebook.ANSWER_STUB
+            assert cell["metadata"] == {"nbgrader": {"grade": True, "solution": True, "task": False, "locked": False,
+                                                     "points": notebook.QUESTION_POINTS, "grade_id": _gid(cell),
+                                                     "schema_version": 3}}
         assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
@@ -272,6 +328,30 @@ def test_module_source_of_the_solution_notebook_is_the_solution_code():
         text = extract.module_source(nb, nb, COURSE.brand.metadata_key)
         compile(text, unit, "exec")
         assert stubgen.solution_lines(text) == stubgen.solution_lines((COURSE.solutions / COURSE.units[unit].file).read_text())
+
+
+def test_a_written_answer_never_reaches_the_graded_file():
+    """A student may write anything in a written answer, or make it a code cell: when the answer
+    cell of softmax is gone, an ordinary code cell defining it counts (the kernel runs it), but a
+    written answer never does, markdown or code with its nbgrader metadata (which nbgrader
+    restores to markdown before any kernel runs)."""
+    layout = _nb(ROOT / notebook.notebook_path(COURSE, "attention"))
+    deleted = copy.deepcopy(layout)
+    deleted["cells"].remove(answer_cell(deleted, "attention-softmax"))
+    baseline = extract.module_source(layout, deleted, COURSE.brand.metadata_key)
+    assert "raise NotImplementedError()" in baseline
+    forged = "def softmax(x, dim=-1):\n    return x  # forged\n"
+    for cell_type, meta, counts in (("code", {"solution": False, "points": 1000}, False), ("markdown", {}, False),
+                                    ("markdown", None, False), ("code", None, True)):
+        tampered = copy.deepcopy(deleted)
+        cell = next(c for c in tampered["cells"] if _manual(c))
+        cell.update(cell_type=cell_type, source=forged)
+        if meta is None:
+            del cell["metadata"]["nbgrader"]  # an ordinary cell now
+        else:
+            cell["metadata"]["nbgrader"].update(meta)
+        text = extract.module_source(layout, tampered, COURSE.brand.metadata_key)
+        assert ("# forged" in text) == counts and (counts or text == baseline), (cell_type, meta)
 
 
 def test_an_answer_rewritten_in_a_new_cell_still_counts():
@@ -290,12 +370,15 @@ def test_an_answer_rewritten_in_a_new_cell_still_counts():
 
 
 def test_csv_scores(graded):
+    """Before an instructor grades the written answers, nbgrader's score is the autograded one;
+    its maximum holds the written answers' points besides."""
     for unit in UNITS:
         maximum = graded["cli"]["good"]["units"][unit]["max_score"]
-        assert csv_score(graded, "good", unit) == (maximum, maximum), unit
-        assert csv_score(graded, "stubs", unit) == (0.0, maximum), unit
+        assert manual_points(unit) > 0, unit
+        assert csv_score(graded, "good", unit) == (maximum, maximum + manual_points(unit)), unit
+        assert csv_score(graded, "stubs", unit) == (0.0, maximum + manual_points(unit)), unit
     buggy, maximum = csv_score(graded, "buggy", "attention")
-    assert 0 < buggy < maximum
+    assert 0 < buggy < maximum - manual_points("attention")
     assert csv_score(graded, "cheat", "attention") == (buggy, maximum), "the cheat got other points than the same bug"
 
 
@@ -306,9 +389,12 @@ def test_a_corrupt_notebook_is_an_entry_in_the_csv(graded):
 
 
 def test_nbgrader_scores_equal_the_cli(graded):
+    """On the autograded cells: no written answer has a score yet, and the maximum less the
+    written answers' points is the CLI's."""
     for student, result in graded["cli"].items():
         for unit in UNITS:
-            assert csv_score(graded, student, unit) == (result["units"][unit]["score"], result["units"][unit]["max_score"]), (student, unit)
+            score, maximum = csv_score(graded, student, unit)
+            assert (score, maximum - manual_points(unit)) == (result["units"][unit]["score"], result["units"][unit]["max_score"]), (student, unit)
 
 
 def _hidden_source_lines() -> list[str]:
@@ -364,6 +450,33 @@ def test_tampered_cells_are_restored(graded):
             assert source[gid].strip() in _src(cells[gid]), f"{gid} was not restored"
     hidden_points = sum(t.points for t in rubric(COURSE, "attention") if t.visibility == "hidden")
     assert cells["attention-hidden"]["metadata"]["nbgrader"]["points"] == hidden_points
+
+
+def test_written_answers_are_left_to_the_instructor(graded):
+    """Each written answer is nbgrader's manually graded answer: 0 when left as released, else
+    "needs manual grading" with no score, worth QUESTION_POINTS; the cheat's one made a code cell
+    claiming 1000 points is restored to markdown before any kernel runs, and never runs."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook("sqlite:///" + str(graded["dir"] / "gradebook.db")) as gb:
+        for unit in UNITS:
+            source = _nb(graded["dir"] / "source" / unit / f"{unit}.ipynb")
+            for gid in [_gid(c) for c in source["cells"] if _manual(c)]:
+                for student, answered in (("good", True), ("stubs", False), ("buggy", True), ("erin", True)):
+                    grade = gb.find_grade(gid, unit, unit, student)
+                    assert grade.max_score == notebook.QUESTION_POINTS, (student, unit, gid)
+                    assert (grade.auto_score, grade.manual_score) == ((None, None) if answered else (0, None)), (student, unit, gid)
+                    assert grade.needs_manual_grade == answered, (student, unit, gid)
+        cheat = _nb(graded["dir"] / "autograded" / "cheat" / "attention" / "attention.ipynb")
+        written = [c for c in cheat["cells"] if (_gid(c) or "").startswith("attention-question-")]
+        first, second = written[:2]
+        assert first["cell_type"] == "markdown" and "outputs" not in first and _src(first) == CODE_ANSWER
+        assert second["cell_type"] == "markdown" and notebook.HIDDEN_BEGIN not in _src(second)
+        for cell in written:
+            meta = cell["metadata"]["nbgrader"]
+            assert (meta["points"], meta["solution"], meta["locked"]) == (notebook.QUESTION_POINTS, True, False), _gid(cell)
+            grade = gb.find_grade(_gid(cell), "attention", "attention", "cheat")
+            assert grade.max_score == notebook.QUESTION_POINTS and grade.auto_score is None and grade.needs_manual_grade
 
 
 def test_kernel_outputs_never_reach_the_feedback(graded):
