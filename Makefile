@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser fonts demo plots test build clean gpu-check
+.PHONY: install browser fonts vendor demo plots test test-full build clean gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,29 @@ fonts:
 	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null) || \
 	  echo "fonts-noto-cjk not installed: the plots will write Chinese as pinyin"
 
+# The platforms' own artefacts that a package registry publishes, fetched into the cache the tests
+# read (tests/vendor/README.md): the pin and its sha256 are in tests/vendor/, the files are not.
+# A failed download says so, and the tests that need the file skip, naming it.
+VENDOR_DIR := $(or $(ATTN_VENDOR_DIR),$(HOME)/.cache/attention-course/vendor)
+JUNIT_XSD := $(VENDOR_DIR)/junit/junit-10.xsd
+
+vendor: $(JUNIT_XSD)
+	@for rel in classroom-reporter/dist/main.js prairielearn/infoQuestion.json; do \
+	  [ -f "$(VENDOR_DIR)/$$rel" ] || echo "$$rel is on no package registry: its tests skip (tests/vendor/README.md)"; \
+	done
+
+# pytest's sdist (pip checks the hash) holds junit-10.xsd; its LICENSE comes along.
+$(JUNIT_XSD): tests/vendor/junit/requirements.txt | install
+	@tmp=$$(mktemp -d) && \
+	if $(BIN)/pip download --quiet --no-deps --no-binary pytest --require-hashes -d $$tmp -r $< && \
+	   tar -xzOf $$tmp/pytest-*.tar.gz --wildcards --no-wildcards-match-slash 'pytest-*/testing/example_scripts/junit-10.xsd' > $$tmp/junit-10.xsd && \
+	   tar -xzOf $$tmp/pytest-*.tar.gz --wildcards --no-wildcards-match-slash 'pytest-*/LICENSE' > $$tmp/LICENSE; then \
+	  mkdir -p $(@D) && mv $$tmp/LICENSE $(@D)/LICENSE && mv $$tmp/junit-10.xsd $@; \
+	else \
+	  echo "junit-10.xsd could not be fetched from PyPI: the JUnit schema test will skip"; \
+	fi; \
+	rm -rf $$tmp
+
 build: install
 	$(BIN)/attn-course build
 
@@ -49,8 +72,13 @@ plots: install fonts
 # pytest 9.2 and xdist 3.8 it is inert (xdist renames item._nodeid, pytest 9 ignores it), so
 # tests must not rely on it: a unit's mutants may be graded on both workers.
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
-test: install browser fonts
+test: install browser fonts vendor
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
+
+# The same suite with every mutant also graded sandboxed (make test grades a sample there:
+# tests/project/test_mutants.py says which).
+test-full: install browser fonts vendor
+	AUTOGRADER_TEST_FULL=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
 
 # CUDA parity of every unit on the reference and two device mutants; says so and exits 0 without CUDA.
 gpu-check: install

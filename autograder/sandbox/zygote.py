@@ -430,9 +430,6 @@ class Pool:
             "inside": str(INSIDE),
             "tmp_bytes": TMP_BYTES,
             "under_tmp": [p for p in (*site_dirs, sys.base_prefix) if Path(p).is_relative_to("/tmp")],
-            # Without namespaces a worker's uid may be unable to read the Python install (under
-            # /root, say): what torch imports lazily is imported before the first fork instead.
-            "warm_first": self.mode == "container",
         }
         config_path = lib / "zygote.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")

@@ -33,19 +33,28 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
     Results are cached for this test run (both xdist workers share it), per submission: a
     submission's grade depends only on its own files and the options (hypothesis's examples
     are a function of the test alone), so the mutant catalogue graded for one test is not
-    graded again for the next. What no one has graded yet is graded here, in one CLI run;
-    what the other worker is grading right now is waited for afterwards, never before.
+    graded again for the next. What no one has graded yet is claimed and graded here, a few
+    submissions per CLI run (:data:`CLAIM`), so a worker that asks for a catalogue the other is
+    grading grades the rest of it alongside instead of waiting for all of it; what the other
+    worker is grading right now is waited for at the end, never before.
     """
     unit_args = [arg for unit in units for arg in ("--unit", unit)]
     keys = [_grade_key(Path(p), unit_args, extra) for p in paths]
     folder = dict(zip(keys, paths))
-    with contextlib.ExitStack() as held:
-        mine, theirs = [], []
-        for key in sorted(set(keys)):
-            if not _cached(key):
-                (mine if _try_lock(held, key) else theirs).append(key)
-        _grade_into_cache([k for k in mine if not _cached(k)], folder, unit_args, extra)
-        for key in theirs:  # by now, most likely done by the other worker
+    pending = sorted(set(keys))
+    while True:
+        with contextlib.ExitStack() as held:  # released once graded: a waiting worker reads them at once
+            mine = []
+            for key in pending:
+                if len(mine) == CLAIM:
+                    break
+                if not _cached(key) and _try_lock(held, key):
+                    mine.append(key)
+            if not mine:
+                break
+            _grade_into_cache([k for k in mine if not _cached(k)], folder, unit_args, extra)
+    for key in pending:  # by now, most likely done by the other worker
+        if not _cached(key):
             with open(run_cache() / f"{key}.lock", "w") as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 _grade_into_cache([key] if not _cached(key) else [], folder, unit_args, extra)
@@ -53,6 +62,11 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
     for path, result in zip(paths, results):
         result["submission"] = str(Path(path).resolve())
     return results
+
+
+# Submissions per grading run: small enough that two workers share a catalogue, large enough
+# that a run's start (torch, pytest's collection, the sandbox) stays a small part of it.
+CLAIM = 8
 
 
 def _cached(key: str) -> bool:
@@ -100,11 +114,13 @@ def _grade_key(folder: Path, unit_args: list[str], extra: tuple[str, ...]) -> st
 
 
 # The platforms' own artefacts (the JUnit XSD, PrairieLearn's question schema, Classroom's
-# reporter) come from their repositories at the commits tests/vendor/*/SOURCE.md names. They
-# are third-party files this workplace does not let a developer commit, so they are looked up
-# in $ATTN_VENDOR_DIR (default ~/.cache/attention-course/vendor), and a test that needs one
-# skips, naming it, where it is absent. The schemas written here from the platforms' docs
-# (Gradescope's and PrairieLearn's results) are in tests/vendor/ itself.
+# reporter) are the files tests/vendor/*/SOURCE.md names. They are third-party files this
+# workplace does not let a developer commit, so they are looked up in $ATTN_VENDOR_DIR (default
+# ~/.cache/attention-course/vendor), and a test that needs one skips, naming it, where it is
+# absent. `make vendor` (part of `make test`) puts there what a package registry publishes, at a
+# pinned sha256: the XSD, from pytest's sdist; the other two are on no registry and are put
+# there by hand. The schemas written here from the platforms' docs (Gradescope's and
+# PrairieLearn's results) are in tests/vendor/ itself.
 THIRD_PARTY = Path(os.environ.get("ATTN_VENDOR_DIR") or Path.home() / ".cache" / "attention-course" / "vendor")
 
 

@@ -34,6 +34,14 @@ def test_grades_are_deterministic_across_runs(tmp_path):
     assert first == second
 
 
+def test_every_message_is_the_same_on_every_run():
+    """The stubs fail every test of every unit, so every message shows its case (inputs included):
+    a test that drew its inputs from torch's unseeded global generator shows other ones each run."""
+    runs = [attn_course("grade", str(COURSE.assignments), "--format", "json").stdout for _ in range(2)]
+    assert "reproduce: " in runs[0]
+    assert runs[0] == runs[1]
+
+
 def test_examples_ignore_the_constants_of_loaded_modules(tmp_path, monkeypatch):
     """Hypothesis draws literals of any loaded local module (student code graded in-process,
     say); while grading that pool is pinned, so examples depend on the test alone."""

@@ -155,7 +155,9 @@ def make_students(course_dir: Path, inbox: Path) -> None:
                 "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn('softmax: a harmless warning', UserWarning)\n", 1)
             good["cells"].append({"cell_type": "code", "execution_count": None, "id": "scratch-loop",
                                   "metadata": {}, "outputs": [], "source": "while True:  # my scratch cell\n    pass"})
-        buggy = fill(release, source, unit, bug=True)
+        # Only good hands in every unit done: the others' cases are in attention, and their other
+        # notebooks are the released stubs (each done notebook costs a unit's grade, twice).
+        buggy = fill(release, source, unit, bug=True) if unit == "attention" else copy.deepcopy(release)
         cheat = fill(release, source, unit, bug=True) if unit == "attention" else copy.deepcopy(release)
         if unit == "attention":
             softmax = answer_cell(cheat, "attention-softmax")
@@ -179,7 +181,8 @@ def make_students(course_dir: Path, inbox: Path) -> None:
         if unit == KILLER_UNIT:  # a cell that kills nbgrader's kernel must cost this notebook only
             cheat["cells"].append({"cell_type": "code", "execution_count": None, "id": "kill-kernel",
                                    "metadata": {}, "outputs": [], "source": "import os\nos._exit(1)"})
-        erin = copy.deepcopy(good)  # honest answers, and a cell that attacks the grader and a classmate
+        # Honest answers, and a cell that attacks the grader and a classmate.
+        erin = copy.deepcopy(good) if unit == "attention" else copy.deepcopy(release)
         if unit == "attention":
             erin["cells"].append({"cell_type": "code", "execution_count": None, "id": "attack", "metadata": {},
                                   "outputs": [], "source": ATTACK.replace("COURSE_DIR", repr(str(course_dir)))})
@@ -196,13 +199,14 @@ def reference_folders(tmp: Path) -> dict[str, Path]:
     """The same code as plain files, written without the notebook machinery."""
     buggy = mutants.write("attention.py", BUG, tmp / "buggy")
     cheat = mutants.write("attention.py", BUG, tmp / "cheat")
+    erin = shutil.copytree(COURSE.solutions, tmp / "erin")
     text = (cheat / "attention.py").read_text(encoding="utf-8")
     (cheat / "attention.py").write_text(text.replace("\ndef softmax", "\n" + CHEAT + "\n\ndef softmax", 1), encoding="utf-8")
-    for unit in UNITS:  # the cheat handed in stubs for the other units
+    for unit in UNITS:  # all but good handed in stubs for the other units
         if unit != "attention":
-            shutil.copy(COURSE.assignments / COURSE.units[unit].file, cheat / COURSE.units[unit].file)
-    return {"good": COURSE.solutions, "stubs": COURSE.assignments, "buggy": buggy, "cheat": cheat,
-            "erin": COURSE.solutions}
+            for folder in (buggy, cheat, erin):
+                shutil.copy(COURSE.assignments / COURSE.units[unit].file, folder / COURSE.units[unit].file)
+    return {"good": COURSE.solutions, "stubs": COURSE.assignments, "buggy": buggy, "cheat": cheat, "erin": erin}
 
 
 def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -462,7 +466,8 @@ def test_written_answers_are_left_to_the_instructor(graded):
         for unit in UNITS:
             source = _nb(graded["dir"] / "source" / unit / f"{unit}.ipynb")
             for gid in [_gid(c) for c in source["cells"] if _manual(c)]:
-                for student, answered in (("good", True), ("stubs", False), ("buggy", True), ("erin", True)):
+                for student, answered in (("good", True), ("stubs", False), ("buggy", unit == "attention"),
+                                          ("erin", unit == "attention")):
                     grade = gb.find_grade(gid, unit, unit, student)
                     assert grade.max_score == notebook.QUESTION_POINTS, (student, unit, gid)
                     assert (grade.auto_score, grade.manual_score) == ((None, None) if answered else (0, None)), (student, unit, gid)

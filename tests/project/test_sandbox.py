@@ -483,7 +483,8 @@ def test_worker_sees_no_answers(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # must not reach the worker
     probe = PROBE.format(root=str(ROOT), checks=CHECKS, host_ipc=os.readlink("/proc/self/ns/ipc"))
     (tmp_path / "attention.py").write_text(probe, encoding="utf-8")
-    with SandboxSubject(COURSE, tmp_path) as subject:
+    # The probe's checks walk the box's file system: 14 s on a loaded 2-core machine, over a student's 10.
+    with SandboxSubject(COURSE, tmp_path, timeout=60) as subject:
         assert subject.status("attention") is None
         facts = subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist()
     expected = [c for c in CHECKS if os.geteuid() == 0 or c not in NEEDS_ROOT]

@@ -31,7 +31,8 @@ def test_causal_mask_three_by_three(subject):
 @pytest.mark.points(1)
 def test_attention_shapes(subject):
     """attention returns output (B, L, Ev) and weights (B, L, S)"""
-    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
+    gen = torch.Generator().manual_seed(0)  # the same inputs on every run, so the same message
+    q, k, v = torch.randn(2, 3, 4, generator=gen), torch.randn(2, 5, 4, generator=gen), torch.randn(2, 5, 6, generator=gen)
     out, weights = subject.call("scaled_dot_product_attention", q, k, v)
     check_tensor(out, shape=(2, 3, 6), what="output")
     check_tensor(weights, shape=(2, 3, 5), what="weights")
