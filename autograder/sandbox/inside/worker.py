@@ -371,14 +371,15 @@ def zygote(config_path: str) -> None:
     os.chdir(config["lib"])
     import torch  # imported once, before any fork; no torch op computes here
 
-    # The first meta-device ops import torch's meta kernels, sympy and torch._dynamo (about
-    # 70 MiB, seconds), which every worker's meta-device calls need. Imported here, before the
-    # first fork, every worker shares them; imported after it, the first worker and the zygote
-    # would each hold a copy. This computes nothing and starts no thread, so forking stays safe;
-    # without namespaces it also spares the workers' uids reading what torch imports lazily.
-    meta = torch.empty(1, device="meta")
-    meta.amax(-1), torch.isfinite(meta)
-    del meta
+
+    def warm() -> None:
+        # The first meta-device ops import torch's meta kernels and, for some, torch._dynamo
+        # (seconds). It computes nothing and starts no thread, so forking stays safe.
+        meta = torch.empty(1, device="meta")
+        meta.amax(-1), torch.isfinite(meta)
+
+    if config["warm_first"]:
+        warm()
 
     # What every worker needs, imported once here (after the fork, its uid may not reach the
     # files): the subject and transport, and the limits and /proc helpers as this module's globals.
@@ -413,7 +414,7 @@ def zygote(config_path: str) -> None:
     send({"event": "ready", "pid": os.getpid()})
     import select
 
-    buffer = b""
+    buffer, warmed = b"", config["warm_first"]
     while True:
         ready, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in ready:
@@ -444,6 +445,9 @@ def zygote(config_path: str) -> None:
                     os.close(fd)
                 fds = []
                 workers[pid] = spawn["id"]
+                if not warmed:
+                    warmed = True  # paid here once, while the first worker runs: later workers inherit it
+                    warm()
             elif message["op"] == "kill":
                 for pid, wid in list(workers.items()):
                     if wid == message["id"]:
