@@ -48,7 +48,8 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
         ax.set_xlabel("key (token id)")
         ax.set_ylabel("query (token id)")
     fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.85)
-    fig.suptitle(f"Tiny model after {steps} steps: {trained.accuracy:.0%} right on 'previous and next token'")
+    # Above the figure: the heads' square maps leave constrained layout no room under a suptitle.
+    fig.suptitle(f"Tiny model after {steps} steps: {trained.accuracy:.0%} right on 'previous and next token'", y=1.06)
     path = save(fig, out_dir, NAME)
     return {"accuracy": trained.accuracy, "steps": steps, "back": [float(v) for v in back],
             "forward": [float(v) for v in forward], "maps": maps.tolist(), "png": str(path)}

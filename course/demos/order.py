@@ -76,13 +76,13 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     for i, (name, values) in enumerate(difference.items()):
         ax.bar([w + (i - 1) * width for w in range(len(WORDS))], [max(v, floor) for v in values], width, label=name)
     ax.set_yscale("log")
-    ax.set_ylim(floor / 2, 100)
+    ax.set_ylim(floor / 2, 1e4)  # room above the bars for the legend
     ax.set_xticks(range(len(WORDS)), labels)
     ax.set_xlabel("word")
     ax.set_ylabel("|| word's vector in s1 - in s2 ||  (log)")
     title = "狗咬人 vs 人咬狗" if font else "gou yao ren vs ren yao gou"
     ax.set_title(f"{title}: one word, two sentences")
-    ax.legend()
+    ax.legend(loc="upper center", ncol=3)
     path = save(fig, out_dir, NAME)
     return {"words": list(WORDS), "difference": difference, "sentence_difference": sentence_difference,
             "png": str(path)}
