@@ -42,25 +42,24 @@ def remember(call: Call) -> list:
     return entry
 
 
+def named_tensors(name: str, value) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor in ``value`` (nested tuples, lists, dicts, an object recipe's state), with its
+    path from ``name``: ``output[1]``, ``param_grads[w]``, ``arg1.state[w]``."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, (tuple, list)):
+        return [found for i, v in enumerate(value) for found in named_tensors(f"{name}[{i}]", v)]
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in named_tensors(f"{name}[{k}]", v)]
+    if isinstance(value, New) and value.state:
+        return named_tensors(f"{name}.state", value.state)
+    return []
+
+
 def parts(result: Result) -> list[tuple[str, torch.Tensor]]:
     """Every tensor of ``result`` with its path: ``output``, ``output[1]``, ``arg_grads[0]``, ``param_grads[w]``."""
-    found = []
-
-    def walk(path, value):
-        if isinstance(value, torch.Tensor):
-            found.append((path, value))
-        elif isinstance(value, (tuple, list)):
-            for i, v in enumerate(value):
-                walk(f"{path}[{i}]", v)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{path}[{k}]", v)
-
-    walk("output", result.output)
-    walk("arg_grads", result.arg_grads)
-    walk("kwarg_grads", result.kwarg_grads)
-    walk("param_grads", result.param_grads)
-    return found
+    return [found for name in ("output", "arg_grads", "kwarg_grads", "param_grads")
+            for found in named_tensors(name, getattr(result, name))]
 
 
 def attach(error: BaseException, *, got=None, expected: torch.Tensor | None = None, atol: float = 0.0,

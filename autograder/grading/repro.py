@@ -58,27 +58,9 @@ def _same_shape(result, expected):
 
 def _inputs(call: Call) -> list[tuple[str, torch.Tensor]]:
     """The call's input tensors, named as a student finds them in the call line."""
-    found = []
-
-    def walk(name, value):
-        if isinstance(value, torch.Tensor):
-            found.append((name, value))
-        elif isinstance(value, (tuple, list)):
-            for i, v in enumerate(value):
-                walk(f"{name}[{i}]", v)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{name}[{k!r}]", v)
-        elif isinstance(value, New) and value.state:
-            walk(f"{name}.state", value.state)
-
-    for i, a in enumerate(call.args):
-        walk(f"arg{i + 1}", a)
-    for k, v in call.kwargs.items():
-        walk(k, v)
-    walk("the object", call.target)
-    walk("grad_outputs", call.grad_outputs)
-    return found
+    named = [(f"arg{i + 1}", a) for i, a in enumerate(call.args)] + list(call.kwargs.items())
+    named += [("the object", call.target), ("grad_outputs", call.grad_outputs)]
+    return [found for name, value in named for found in cases.named_tensors(name, value)]
 
 
 def _show(value) -> str:
