@@ -68,9 +68,8 @@ demo: install
 plots: install fonts
 	$(BIN)/python course/make_plots.py build/plots --readme docs/img
 
-# --dist loadgroup is meant to keep each unit's mutant grading on one worker, but with
-# pytest 9.2 and xdist 3.8 it is inert (xdist renames item._nodeid, pytest 9 ignores it), so
-# tests must not rely on it: a unit's mutants may be graded on both workers.
+# --dist loadgroup keeps each xdist_group (the tests that share an expensive fixture) on one
+# worker; tests/project/conftest.py makes it work under pytest 9.2 with xdist 3.8.
 # pytest exits 5 when it collects nothing: treated as success, as CI requires.
 test: install browser fonts vendor
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]

@@ -136,6 +136,24 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Make ``--dist loadgroup`` keep each ``xdist_group`` on one worker, as xdist documents.
+
+    xdist 3.8 marks a grouped test by writing ``item._nodeid = "<id>@<group>"`` (its own
+    collection hook, which runs before this one), but pytest 9 reports ``item.nodeid`` from
+    ``item._id``, so the controller never sees the group: each worker then built the expensive
+    session fixtures of a group for itself (the nbgrader class, the sandbox's hostile runs: about
+    1,100 s of CI's 4,200 worker-seconds). Carrying xdist's name over to ``_id`` gives the
+    controller the ``@group`` ids it schedules by. Once xdist writes ``_id`` itself, the ids
+    already agree and this does nothing.
+    """
+    for item in items:
+        grouped = item.__dict__.get("_nodeid")
+        if grouped and grouped != item.nodeid:
+            item._id = type(item._id).parse(grouped)
+
+
 def pytest_configure(config):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="autograder-test-grades-")

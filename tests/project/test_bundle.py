@@ -24,6 +24,9 @@ import pytest
 
 from conftest import ROOT, attn_course
 
+# Its module fixtures are built once: every test of this module runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("bundle")
+
 BAD_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "ATTN_COURSE_ROOT")  # or anything AUTOGRADER_*
 
 

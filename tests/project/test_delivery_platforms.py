@@ -128,6 +128,7 @@ def question(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.xdist_group("platforms-question")  # the two share one worker's question
 def test_prairielearn_question_and_results_follow_its_schemas(question, tmp_path):
     info = json.loads((question / "info.json").read_text())
     jsonschema.validate(info, json.loads(third_party("prairielearn/infoQuestion.json").read_text()))
@@ -189,6 +190,7 @@ def _points(tests, key=lambda t: t["name"]) -> dict[str, float]:
     return out
 
 
+@pytest.mark.xdist_group("platforms-question")
 def test_points_agree_across_cli_gradescope_prairielearn_classroom_and_batch(tmp_path, question):
     subs = tmp_path / "subs"
     for case, (unit, mutant_name) in CASES.items():

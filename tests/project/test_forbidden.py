@@ -262,6 +262,7 @@ def hostile_results():
     return dict(zip(CASES, grade_json(folders, units, "--no-sandbox")))
 
 
+@pytest.mark.xdist_group("forbidden-routes")  # one worker grades hostile_results
 @pytest.mark.parametrize("name", CASES)
 def test_each_route_scores_zero_and_is_named(hostile_results, name):
     _check_case(name, hostile_results[name])

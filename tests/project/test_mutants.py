@@ -20,7 +20,7 @@ from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 ALTERNATIVES = ROOT / "tests" / "alternatives"
-# One xdist group per unit: all of a unit's checks share its two grading runs (inert, see the Makefile).
+# One xdist group per unit: one worker makes its two grading runs, which all of its checks share.
 # Every unit: one without its catalogue fails here (and in test_registry), it is never skipped.
 UNITS = [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in COURSE.units]
 # Properties no mutant can reach on this machine, with the reason.

@@ -13,6 +13,9 @@ import mutants
 from conftest import ROOT
 from autograder.core.manifest import load_course
 
+# Its module fixture is built once: every test of this module runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("public-checks")
+
 COURSE = load_course(ROOT)
 UNITS = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
 TARGET = 0.6

@@ -166,6 +166,7 @@ MARKED = ("session_children", "sysv_ipc", "busy_children")  # their CORPUS_MARK 
 
 
 # Session scope: interleaved tests of other modules would otherwise make these runs start again.
+# Each run's tests share an xdist group, so one worker makes it (tests/project/conftest.py).
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("hostile")
@@ -205,6 +206,7 @@ def test_corpus_is_complete(corpus):
     assert set(corpus) - OWN_RUNS == set(EXPECT), set(corpus) ^ set(EXPECT)
 
 
+@pytest.mark.xdist_group("sandbox-hostile")
 @pytest.mark.parametrize("case", [n for n in EXPECT if n not in LOOPS])
 def test_hostile_case_scores_zero(hostile_run, case):
     unit = hostile_run["by_case"][case]
@@ -213,6 +215,7 @@ def test_hostile_case_scores_zero(hostile_run, case):
     assert EXPECT[case] in text, (EXPECT[case], unit["message"], text[:500])
 
 
+@pytest.mark.xdist_group("sandbox-loops")
 @pytest.mark.parametrize("case", LOOPS)
 def test_endless_loop_costs_at_most_one_timeout_per_test(loop_run, case):
     unit = loop_run["by_case"][case]
@@ -220,13 +223,16 @@ def test_endless_loop_costs_at_most_one_timeout_per_test(loop_run, case):
     assert all("timed out" in t["output"] for t in unit["tests"] if t["status"] == "failed")
 
 
+@pytest.mark.xdist_group("sandbox-loops")
 def test_endless_loops_finish_within_their_limits(loop_run):
     tests = len(loop_run["by_case"][LOOPS[0]]["tests"])
     # Each test waits once: the time limit, the kill grace (0.5 s here) and a restart.
     budget = len(LOOPS) * tests * (TIMEOUT + 0.5 + 0.5) + 60
     assert loop_run["seconds"] <= budget, (loop_run["seconds"], budget)
+    assert not loop_run["leftovers"], loop_run["leftovers"]
 
 
+@pytest.mark.xdist_group("sandbox-hostile")
 def test_forbidden_uses_name_the_function(hostile_run):
     for name, (_, how) in generated.FORBIDDEN.items():
         unit = hostile_run["by_case"][name]
@@ -236,11 +242,12 @@ def test_forbidden_uses_name_the_function(hostile_run):
             assert "seen at run time" in unit["message"], unit["message"]
 
 
-def test_nothing_outlives_grading(hostile_run, loop_run):
+@pytest.mark.xdist_group("sandbox-hostile")
+def test_nothing_outlives_grading(hostile_run):
     assert not hostile_run["leftovers"], hostile_run["leftovers"]
-    assert not loop_run["leftovers"], loop_run["leftovers"]
 
 
+@pytest.mark.xdist_group("sandbox-hostile")
 def test_forged_files_are_ignored(hostile_run, corpus):
     assert hostile_run["by_case"]["forged_results"]["score"] == 0
     for place in (corpus["forged_results"], corpus["forged_results"].parent, ROOT, ROOT / "results"):
@@ -258,6 +265,7 @@ def test_attacks_work_without_the_sandbox(corpus):
     assert not found, found
 
 
+@pytest.mark.xdist_group("sandbox-resources")
 def test_the_sandbox_leaves_them_nothing_to_run(resources_run):
     """In the sandbox the same attack finds nothing: no points, and no trusted code run either."""
     graded = list(resources_run["by_case"]["stand_in_import"]["units"].values())
@@ -275,6 +283,7 @@ def sysv_left(key: int) -> list[str]:
     return found
 
 
+@pytest.mark.xdist_group("sandbox-hostile")
 def test_sysv_objects_die_with_the_worker(hostile_run):
     assert hostile_run["by_case"]["sysv_ipc"]["score"] == 0
     assert not sysv_left(int(MARK))
@@ -293,12 +302,14 @@ def resources_run(corpus) -> dict:
     return run
 
 
+@pytest.mark.xdist_group("sandbox-resources")
 @pytest.mark.parametrize("unit", ["attention", "multi_head"])
 def test_the_units_own_stand_in_is_out_of_reach(resources_run, unit):
     graded = resources_run["by_case"]["stand_in_import"]["units"][unit]
     assert graded["score"] == 0, [(t["id"], t["output"]) for t in graded["tests"] if t["score"]]
 
 
+@pytest.mark.xdist_group("sandbox-resources")
 def test_memfd_hoarding_is_bounded_by_the_memory_cgroup(resources_run):
     if not Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
         pytest.skip("no v1 memory cgroup here: only rlimits bound a worker")
@@ -364,6 +375,7 @@ def mixed_run(corpus, tmp_path_factory) -> dict:
     return run
 
 
+@pytest.mark.xdist_group("sandbox-mixed")
 def test_a_deep_folder_gets_a_message_and_the_others_are_graded(mixed_run):
     deep = mixed_run["by_case"]["deep"]
     assert deep["score"] == 0 and deep["status"] == "unavailable", deep["message"]
@@ -372,12 +384,14 @@ def test_a_deep_folder_gets_a_message_and_the_others_are_graded(mixed_run):
     assert reference["score"] == reference["max_score"] > 0
 
 
+@pytest.mark.xdist_group("sandbox-mixed")
 def test_installed_solutions_are_out_of_reach(mixed_run):
     assert mixed_run["site"] in mixed_run["sites"]  # torch came from the folder that holds `solutions`
     graded = mixed_run["by_case"]["installed_solutions"]
     assert graded["score"] == 0 and "solutions" in graded["message"], graded["message"]
 
 
+@pytest.mark.xdist_group("sandbox-mixed")
 def test_nothing_of_a_submission_runs_while_the_next_is_graded(mixed_run):
     later = [alive for name, alive in mixed_run["spawned"] if name != "busy_children"]
     assert later and not any(later), mixed_run["spawned"]
@@ -396,7 +410,8 @@ MODE_CASES = {
 MODE_WARNING = {"container": "container mode", "plain": "NOTHING IS HIDDEN"}
 
 
-@pytest.fixture(scope="session", params=sorted(MODE_CASES))
+@pytest.fixture(scope="session", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"sandbox-mode-{m}"), id=m)
+                                          for m in sorted(MODE_CASES)])
 def mode_run(request, corpus) -> dict:
     """Under a seccomp filter that refuses namespaces (as Docker's does); plain mode is forced
     on top of it (as root here, it would otherwise be container mode)."""

@@ -378,17 +378,20 @@ def test_the_attacks_are_kept():
     assert {"leak_standin", "transport_meta_bomb", "transport_shape_overflow"} <= set(TRANSPORT_CASES)
 
 
+@pytest.mark.xdist_group("trusted-hostile")  # the three share one worker's hostile_multi_head
 @pytest.mark.parametrize("case", TRANSPORT_CASES)
 def test_an_attack_on_the_trusted_side_scores_zero(hostile_multi_head, case):
     unit = hostile_multi_head[case]
     assert unit["score"] == 0, [(t["id"], t["output"]) for t in unit["tests"] if t["score"]]
 
 
+@pytest.mark.xdist_group("trusted-hostile")
 def test_the_other_submissions_of_the_run_are_graded(hostile_multi_head):
     unit = hostile_multi_head["honest"]
     assert unit["score"] == unit["max_score"] > 0, [(t["id"], t["output"]) for t in unit["tests"] if not t["score"]]
 
 
+@pytest.mark.xdist_group("trusted-hostile")
 def test_no_stand_in_line_reaches_the_report(hostile_multi_head):
     text = outputs(hostile_multi_head["leak_standin"])
     assert "your code raised" in text  # the attack ran

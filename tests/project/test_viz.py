@@ -33,6 +33,9 @@ from course import viz  # noqa: E402
 from course.demos import pronoun_model  # noqa: E402
 from course.demos import train_pronoun_model as rebuild  # noqa: E402
 
+# Its module fixtures are built once: every test of this module runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("viz")
+
 ARTIFACTS = Path(os.environ.get("ATTN_COURSE_ARTIFACTS", ROOT / "build" / "test-artifacts"))
 TOKENS = ["John", "went", "home", "because", "he", "was", "tired"]
 # Two heads with known weights: head 0 looks back one token, head 1 spreads over the sentence.
