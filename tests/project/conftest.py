@@ -33,10 +33,9 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
     Results are cached for this test run (both xdist workers share it), per submission: a
     submission's grade depends only on its own files and the options (hypothesis's examples
     are a function of the test alone), so the mutant catalogue graded for one test is not
-    graded again for the next. What no one has graded yet is claimed and graded here, a few
-    submissions per CLI run (:data:`CLAIM`), so a worker that asks for a catalogue the other is
-    grading grades the rest of it alongside instead of waiting for all of it; what the other
-    worker is grading right now is waited for at the end, never before.
+    graded again for the next. What no one has graded yet is claimed and graded here, up to
+    :data:`CLAIM` submissions per CLI run; what the other worker is grading right now is waited
+    for at the end, never before.
     """
     unit_args = [arg for unit in units for arg in ("--unit", unit)]
     keys = [_grade_key(Path(p), unit_args, extra) for p in paths]
@@ -64,9 +63,11 @@ def grade_json(paths: list[Path], units: list[str] = (), *extra: str) -> list[di
     return results
 
 
-# Submissions per grading run: small enough that two workers share a catalogue, large enough
-# that a run's start (torch, pytest's collection, the sandbox) stays a small part of it.
-CLAIM = 8
+# Submissions per grading run. Each run starts torch, pytest's collection, hypothesis and the
+# meta device's kernels (about 5 s) and, sandboxed, the zygote. A unit's catalogue (up to 38
+# folders) is asked for by one worker only (its tests share an xdist group), so it is graded in
+# one run: claims of 8 made five runs of it, 100-150 s of CI's worker time in all.
+CLAIM = 64
 
 
 def _cached(key: str) -> bool:

@@ -1,11 +1,13 @@
 """nbgrader end to end: the real nbgrader 0.9, headless, scored as the CLI scores.
 
-A temporary copy of course/ runs generate_assignment; four fake students hand
-in notebooks built from the release (one with the solutions, one with the
-untouched stubs, one with a realistic bug in attention, one who patches
-``torch.allclose`` and tampers with locked test cells and with the written
-answers' cells); then ``attn-course nbgrader`` collects, autogrades (re-scoring
-out of the kernel), generates feedback and exports the CSV.
+A temporary copy of course/ runs generate_assignment; fake students hand in
+notebooks built from the release: good (the solutions) and stubs (the untouched
+release) in every unit; in attention only, buggy (a realistic bug), cheat (who
+patches ``torch.allclose`` and tampers with locked test cells and with the
+written answers' cells, and kills the kernel in a second unit) and erin (honest
+work, and a cell that attacks the grader and a classmate); zoe, a corrupt
+upload. Then ``attn-course nbgrader`` collects, autogrades (re-scoring out of the
+kernel), generates feedback and exports the CSV.
 
 The lessons' questions are nbgrader manually graded answers, which the CLI does not grade:
 nbgrader's totals are compared with the CLI's on the autograded cells, and its maximum holds
@@ -143,6 +145,11 @@ subprocess.Popen([sys.executable, "-c", {SWAPPER!r}, "{ATTACK_MARK}"], start_new
 """
 
 
+def handed_in(student: str, unit: str) -> bool:
+    """Whether ``student`` hands in ``unit``'s notebook (make_students)."""
+    return student in ("good", "stubs") or unit == "attention" or (student, unit) == ("cheat", KILLER_UNIT)
+
+
 def make_students(course_dir: Path, inbox: Path) -> None:
     for unit in UNITS:
         release = _nb(course_dir / "release" / unit / f"{unit}.ipynb")
@@ -155,9 +162,10 @@ def make_students(course_dir: Path, inbox: Path) -> None:
                 "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn('softmax: a harmless warning', UserWarning)\n", 1)
             good["cells"].append({"cell_type": "code", "execution_count": None, "id": "scratch-loop",
                                   "metadata": {}, "outputs": [], "source": "while True:  # my scratch cell\n    pass"})
-        # Only good hands in every unit done: the others' cases are in attention, and their other
-        # notebooks are the released stubs (each done notebook costs a unit's grade, twice).
-        buggy = fill(release, source, unit, bug=True) if unit == "attention" else copy.deepcopy(release)
+        # good and stubs hand in every unit; the others' cases are in attention, the only notebook
+        # they hand in (and the cheat's kernel killer), so nbgrader also meets notebooks never
+        # handed in. Every notebook costs a kernel and a unit's grade: 31 of them took 230 s in CI.
+        buggy = fill(release, source, unit, bug=True) if unit == "attention" else None
         cheat = fill(release, source, unit, bug=True) if unit == "attention" else copy.deepcopy(release)
         if unit == "attention":
             softmax = answer_cell(cheat, "attention-softmax")
@@ -182,12 +190,14 @@ def make_students(course_dir: Path, inbox: Path) -> None:
             cheat["cells"].append({"cell_type": "code", "execution_count": None, "id": "kill-kernel",
                                    "metadata": {}, "outputs": [], "source": "import os\nos._exit(1)"})
         # Honest answers, and a cell that attacks the grader and a classmate.
-        erin = copy.deepcopy(good) if unit == "attention" else copy.deepcopy(release)
+        erin = copy.deepcopy(good) if unit == "attention" else None
         if unit == "attention":
             erin["cells"].append({"cell_type": "code", "execution_count": None, "id": "attack", "metadata": {},
                                   "outputs": [], "source": ATTACK.replace("COURSE_DIR", repr(str(course_dir)))})
         for student, nb in (("good", good), ("stubs", copy.deepcopy(release)), ("buggy", buggy), ("cheat", cheat),
                             ("erin", erin)):
+            if not handed_in(student, unit):
+                continue
             target = inbox / student / f"{unit}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
@@ -261,8 +271,9 @@ def _grade_class(tmp: Path) -> dict:
     with open(tmp / "grades.csv", newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     print(log)
-    print(f"attn-course nbgrader all: {seconds:.1f} s for {5 * len(UNITS)} notebooks")
-    return {"dir": course_dir, "csv": rows, "cli": cli, "log": log, "seconds": seconds}
+    notebooks = len(list(inbox.glob("*/*.ipynb")))
+    print(f"attn-course nbgrader all: {seconds:.1f} s for {notebooks} notebooks")
+    return {"dir": course_dir, "csv": rows, "cli": cli, "log": log, "seconds": seconds, "notebooks": notebooks}
 
 
 def csv_score(graded, student: str, unit: str) -> tuple[float, float]:
@@ -385,6 +396,11 @@ def test_csv_scores(graded):
     buggy, maximum = csv_score(graded, "buggy", "attention")
     assert 0 < buggy < maximum - manual_points("attention")
     assert csv_score(graded, "cheat", "attention") == (buggy, maximum), "the cheat got other points than the same bug"
+    # A notebook never handed in: nbgrader's row scores 0 out of the assignment's maximum, and says so.
+    for unit in [u for u in UNITS if not handed_in("buggy", u)]:
+        row = next(r for r in graded["csv"] if r["student_id"] == "buggy" and r["assignment"] == unit)
+        maximum = graded["cli"]["good"]["units"][unit]["max_score"] + manual_points(unit)
+        assert (float(row["score"]), float(row["max_score"]), row["status"]) == (0.0, maximum, "not submitted"), row
 
 
 def test_a_corrupt_notebook_is_an_entry_in_the_csv(graded):
@@ -428,7 +444,7 @@ def test_release_holds_no_solution_and_no_hidden_test(graded):
 
 def test_feedback_holds_no_hidden_test_source(graded):
     for student in ("good", "stubs", "buggy", "cheat", "erin"):
-        for unit in UNITS:
+        for unit in filter(lambda u: handed_in(student, u), UNITS):
             path = graded["dir"] / "feedback" / student / unit / f"{unit}.html"
             if not path.is_file():
                 assert (student, unit) == ("cheat", KILLER_UNIT), f"no feedback for {student}/{unit}"
@@ -467,8 +483,9 @@ def test_written_answers_are_left_to_the_instructor(graded):
         for unit in UNITS:
             source = _nb(graded["dir"] / "source" / unit / f"{unit}.ipynb")
             for gid in [_gid(c) for c in source["cells"] if _manual(c)]:
-                for student, answered in (("good", True), ("stubs", False), ("buggy", unit == "attention"),
-                                          ("erin", unit == "attention")):
+                for student, answered in (("good", True), ("stubs", False), ("buggy", True), ("erin", True)):
+                    if not handed_in(student, unit):
+                        continue
                     grade = gb.find_grade(gid, unit, unit, student)
                     assert grade.max_score == notebook.QUESTION_POINTS, (student, unit, gid)
                     assert (grade.auto_score, grade.manual_score) == ((None, None) if answered else (0, None)), (student, unit, gid)
@@ -523,6 +540,8 @@ def test_a_kernel_reaches_neither_the_grader_nor_a_classmate(graded):
     assert _alive_with(ATTACK_MARK) == [], "a process started by a notebook cell outlived its kernel"
 
 
-def test_timing(graded):
-    # Reported, not asserted: this machine is shared. The issue's target is 60 s for five notebooks per student.
-    print(f"{graded['seconds'] / 5:.1f} s per student for {len(UNITS)} notebooks")
+def test_every_readable_notebook_handed_in_is_graded(graded):
+    graded_rows = [r for r in graded["csv"] if r["status"] == "graded"]
+    assert len(graded_rows) == graded["notebooks"] - 1, (len(graded_rows), graded["notebooks"])  # all but zoe's
+    # The time is reported, not asserted: this machine is shared (benchmarks/bench_nbgrader_cli.py measures it).
+    print(f"{graded['seconds'] / graded['notebooks']:.1f} s per notebook, {graded['notebooks']} notebooks")
