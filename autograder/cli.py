@@ -19,7 +19,6 @@ The program's name is the manifest's ``[branding] command``.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from autograder.core.manifest import Course, load_course
+from autograder.core.shutdown import exit_code
 from autograder.delivery import classroom
 from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
 from autograder.delivery.formats import read_roster, to_junit, to_markdown
@@ -293,12 +293,7 @@ def _course_command(course: Course, name: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The process's entry point (``attn-course``, ``python -m autograder.cli``)."""
-    try:
-        return _main(sys.argv[1:] if argv is None else argv)
-    finally:
-        # The interpreter's shutdown garbage-collects every object torch, pytest and hypothesis
-        # made: 0.7 s of every run, a third of `import torch`. Frozen, they are only freed.
-        gc.freeze()
+    return exit_code(_main(sys.argv[1:] if argv is None else argv))
 
 
 def _main(argv: list[str]) -> int:

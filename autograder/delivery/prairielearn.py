@@ -139,4 +139,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from autograder.core.shutdown import exit_code
+
+    raise SystemExit(exit_code(main()))

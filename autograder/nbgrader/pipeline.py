@@ -520,4 +520,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from autograder.core.shutdown import exit_code
+
+    sys.exit(exit_code(main()))

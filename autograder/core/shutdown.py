@@ -1,0 +1,16 @@
+"""A process's exit without its last garbage collection.
+
+The interpreter's shutdown garbage-collects every object torch, pytest and hypothesis made:
+0.7 s of every grading process, a third of ``import torch``. Frozen (``gc.freeze``), they are
+only freed. For a process's entry point only: a long-lived process that froze its objects
+would never collect their cycles.
+"""
+from __future__ import annotations
+
+import gc
+
+
+def exit_code(code: int | None) -> int | None:
+    """``code``, once this process's objects are frozen: ``raise SystemExit(exit_code(main()))``."""
+    gc.freeze()
+    return code
