@@ -20,7 +20,6 @@ from pathlib import Path
 
 from autograder.core.manifest import load_course
 
-PIPELINE = "import sys; from autograder.nbgrader.pipeline import main; sys.exit(main(sys.argv[1:]))"
 
 
 def run(command: list[str], cwd: Path) -> float:
@@ -53,7 +52,7 @@ def main() -> None:
         course_dir.mkdir()
         shutil.copy(course.nbgrader_course / "nbgrader_config.py", course_dir)
         shutil.copytree(course.nbgrader_source, course_dir / "source")
-        pipeline = [sys.executable, "-c", PIPELINE, "--course", str(course_dir)]
+        pipeline = [sys.executable, "-m", "autograder.cli", "nbgrader", "--course", str(course_dir)]  # as a user runs it
         run([*pipeline, "generate"], root)
         inbox = tmp / "inbox" / "student"
         for unit in course.units:
