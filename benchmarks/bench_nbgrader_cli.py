@@ -21,7 +21,6 @@ from pathlib import Path
 from autograder.core.manifest import load_course
 
 
-
 def run(command: list[str], cwd: Path) -> float:
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True)

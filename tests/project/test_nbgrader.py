@@ -230,9 +230,9 @@ def pipeline(course_dir: Path, *args: str) -> subprocess.CompletedProcess:
 
 # Once per test run (the class takes minutes). The module's xdist group keeps it on one worker
 # under `make test`'s --dist loadgroup; the lock covers runs without it (-n 2 alone), where the
-# other worker waits for it and reads the same folder. It lies in the run's grade cache (conftest), which the
-# controller removes at the end, not in tmp_path_factory (pytest prunes old base folders, even
-# those of a run still going).
+# other worker waits for it and reads the same folder. It lies in the run's grade cache
+# (conftest), which the controller removes at the end, not in tmp_path_factory (pytest prunes
+# old base folders, even those of a run still going).
 @pytest.fixture(scope="session")
 def graded():
     folder = run_cache() / "nbgrader-class"
