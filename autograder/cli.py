@@ -30,6 +30,7 @@ from autograder.core.shutdown import exit_code
 from autograder.delivery import classroom
 from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
 from autograder.delivery.formats import read_roster, to_junit, to_markdown
+from autograder.grading import parallel
 from autograder.grading.errors import GraderError
 from autograder.grading.report import print_results
 
@@ -105,6 +106,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     sub.choices["grade"].add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                                       help="time limit of one call into the submission (default 10)")
     sub.choices["grade"].add_argument("--seed", type=int, help="course authors: other hypothesis examples (not for grades)")
+    sub.choices["grade"].add_argument(
+        "-j", "--jobs", type=int, metavar="N",
+        help="grading processes, each for a share of the units (default: one per usable core, at most one per unit)")
     sub.choices["check"].add_argument("unit_args", nargs="*", metavar="UNIT", help="units to check (default: all)")
     sub.choices["check"].add_argument("--path", type=Path, help="your folder (default: assignments/)")
 
@@ -132,7 +136,10 @@ def _build(course: Course, args) -> int:
 
 
 def _grade(course: Course, args) -> int:
-    return _grade_folders(course, args, args.paths, seed=args.seed, sandbox=args.sandbox, timeout=args.timeout)
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    return _grade_folders(course, args, args.paths, seed=args.seed, sandbox=args.sandbox, timeout=args.timeout,
+                          jobs=args.jobs)
 
 
 def _check(course: Course, args) -> int:
@@ -166,23 +173,41 @@ def _repro(course: Course, args) -> int:
     return 0 if fixed else 1
 
 
-def _grade_folders(course: Course, args, folders: list[Path], **options) -> int:
+def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None = 1, **options) -> int:
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         raise UsageError(f"no such submission folder: {', '.join(missing)}")
-    course.select(args.units)
-    pool = _prestart(course) if options.get("sandbox") else None
-    try:
-        from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
-
-        results = grade(course, folders, units=args.units, **options)
-    finally:
-        if pool is not None:
-            pool.release()
+    units = [u.name for u in course.select(args.units)]
+    jobs = min(parallel.usable_cpus() if jobs is None else jobs, len(units))
+    if jobs > 1:
+        results = parallel.grade_in_groups(folders, units, jobs, _group_options(options))
+    else:
+        results = _grade_here(course, folders, args.units, options)
     _emit(course, results, args)
     if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
         raise FailUnder(f"a submission scored below {args.fail_under:g}%")
     return 0
+
+
+def _grade_here(course: Course, folders: list[Path], units: list[str] | None, options: dict):
+    pool = _prestart(course) if options.get("sandbox") else None
+    try:
+        from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
+
+        return grade(course, folders, units=units, **options)
+    finally:
+        if pool is not None:
+            pool.release()
+
+
+def _group_options(options: dict) -> list[str]:
+    """``grade``'s options again, as the command line of each group's process."""
+    forwarded = ["--timeout", repr(options["timeout"])]
+    if options["seed"] is not None:
+        forwarded += ["--seed", str(options["seed"])]
+    if not options["sandbox"]:
+        forwarded.append("--no-sandbox")
+    return forwarded
 
 
 def _prestart(course: Course):

@@ -155,8 +155,9 @@ class _Runner:
     def _grade(self, paths: list[Path], report: Path, seconds: float) -> tuple[int | None, str]:
         """Exit code (None: out of time) and stderr of one grader process."""
         unit_args = [arg for unit in self.units or [] for arg in ("--unit", unit)]
+        # One process per chunk: the batch's --jobs already spreads the chunks over the cores.
         command = [sys.executable, "-m", "autograder.cli", "grade", *map(str, paths), *unit_args,
-                   "--format", "json", "-o", str(report)]
+                   "--jobs", "1", "--format", "json", "-o", str(report)]
         with self._lock:
             if self.stopping.is_set():
                 return None, "stopped"

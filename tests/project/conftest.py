@@ -87,8 +87,10 @@ def _try_lock(held: contextlib.ExitStack, key: str) -> bool:
 def _grade_into_cache(keys: list[str], folder: dict[str, Path], unit_args: list[str], extra: tuple[str, ...]) -> None:
     if not keys:
         return
-    out = json.loads(attn_course("grade", *(str(folder[k]) for k in keys), *unit_args, "--format", "json",
-                                 *extra).stdout)
+    # --jobs 1: the xdist workers already keep the cores busy (the key leaves --jobs out: the
+    # grade does not depend on it, test_cli.py::test_jobs_grade_as_one_process_does).
+    out = json.loads(attn_course("grade", *(str(folder[k]) for k in keys), *unit_args, "--jobs", "1",
+                                 "--format", "json", *extra).stdout)
     for key, result in zip(keys, out if isinstance(out, list) else [out]):
         part = run_cache() / f"{key}.part"
         part.write_text(json.dumps(result), encoding="utf-8")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 
 from hypothesis import given, settings, strategies as st
@@ -32,6 +33,21 @@ def test_grades_are_deterministic_across_runs(tmp_path):
     first = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
     second = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
     assert first == second
+
+
+def test_jobs_grade_as_one_process_does(tmp_path):
+    """Units spread over grading processes (--jobs) give the result of one process, in course
+    order, for every submission: the reference and a mutant of each unit graded."""
+    units = ["attention", "positional_encoding", "recurrent_cells"]
+    paths = [COURSE.solutions, mutants.write("positional_encoding.py", mutants.load("positional_encoding")[0], tmp_path / "m")]
+    alone = grade_json(paths, units)  # --jobs 1
+    spread = attn_course("grade", *map(str, paths), *(a for u in units for a in ("--unit", u)),
+                         "--jobs", "2", "--format", "json").stdout
+    for one, many in zip(alone, json.loads(spread)):
+        many["submission"] = one["submission"]
+        assert list(many["units"]) == [u for u in COURSE.units if u in units]
+        assert many == one
+    assert alone[0]["score"] == alone[0]["max_score"] > alone[1]["score"]
 
 
 def test_every_message_is_the_same_on_every_run():
