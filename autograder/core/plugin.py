@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autograder.core import cases
-from autograder.core.determinism import pin_local_constants, use_profile
+from autograder.core.determinism import memoize_digests, pin_local_constants, use_profile
 from autograder.core.manifest import Course
 from autograder.core.messages import failure_message
 from autograder.core.protocol import Subject, UnitSubject
@@ -37,10 +37,11 @@ class GradingPlugin:
         config.addinivalue_line("markers", "unit(name): the course unit a test module grades")
         config.addinivalue_line("markers", "points(n): what a test is worth")
         use_profile(explore=self.explore)
-        self._restore_constants = pin_local_constants()
+        self._restore = [pin_local_constants(), memoize_digests()]
 
     def pytest_unconfigure(self, config):
-        self._restore_constants()
+        for restore in self._restore:
+            restore()
 
     def pytest_generate_tests(self, metafunc):
         if "subject" in metafunc.fixturenames:
