@@ -1,6 +1,7 @@
 """Time `attn-course grade` per unit on this machine, in one run.
 
-Prints seconds per unit (best of N), and each as a multiple of a baseline
+Prints seconds per unit (best of N), then all units in one grading process and
+with the default ``--jobs`` (one process per usable core), each as a multiple of a baseline
 measured in the same run (a bare `python -c "import torch"`), so the figures
 stay comparable on a shared, noisy machine. Usage:
 
@@ -17,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from autograder.core.manifest import load_course  # noqa: E402
+from autograder.grading.parallel import usable_cpus  # noqa: E402
 
 
 def timed(command: list[str]) -> float:
@@ -42,8 +44,10 @@ def main() -> None:
     for unit in units:
         seconds = best(grading("--unit", unit))
         print(f"{unit:22} {seconds:8.2f} {seconds / baseline:11.1f}")
-    whole = best(grading())
-    print(f"{'all units':22} {whole:8.2f} {whole / baseline:11.1f}")
+    one = best(grading("--jobs", "1"))
+    print(f"{'all units, --jobs 1':22} {one:8.2f} {one / baseline:11.1f}")
+    whole = best(grading())  # the default: one grading process per usable core
+    print(f"{f'all units, --jobs {min(usable_cpus(), len(units))}':22} {whole:8.2f} {whole / baseline:11.1f}")
 
 
 if __name__ == "__main__":
