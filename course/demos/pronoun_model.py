@@ -23,8 +23,9 @@ dictionary of its own and would still cut some of these words differently from t
 vocabulary). A character outside the dictionary is a word of its own (狗咬人 -> 狗 / 咬 /
 人); a word outside the vocabulary reads as ``<unk>``. English is split on spaces.
 
-The weights ship in ``weights/pronoun_model.safetensors``, rebuilt deterministically by
-``python -m course.demos.train_pronoun_model``.
+The weights ship in ``weights/pronoun_model.safetensors``, rebuilt by
+``python -m course.demos.train_pronoun_model``: the same weights from one torch on one kind
+of CPU, a model that answers the same on another (float rounding differs between CPUs).
 """
 from __future__ import annotations
 

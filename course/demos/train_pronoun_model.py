@@ -3,9 +3,10 @@
     python -m course.demos.train_pronoun_model [--out FILE] [--steps N] [--source solutions|FOLDER]
 
 Trains the pronoun model of ``pronoun_model.py`` from its fixed seed with one torch
-thread, so the same torch rebuilds the same weights (``tests/project/test_viz.py``
-checks the shipped file against a rebuild), and prints the time it took, the accuracies
-on fresh sentences and the size of the file.
+thread, so the same torch rebuilds the same weights on the same kind of CPU (on another,
+MKL's and ATen's vector paths round differently, and 1000 steps move the weights:
+``tests/project/test_viz.py`` checks that a rebuild answers as the shipped file does), and
+prints the time it took, the accuracies on fresh sentences and the size of the file.
 """
 from __future__ import annotations
 

@@ -105,13 +105,16 @@ def test_cli_writes_the_seed_sentences_from_the_shipped_weights(tmp_path):
     assert "its shipped weights" in out.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("sentence, pronoun, antecedent", [
+CONTENT_CASES = [
     ("我吃了一个苹果，它很甜", "它", "苹果"),
     ("小红吃了一个苹果，她很饿", "她", "小红"),  # the same words before the pronoun, another answer
     ("John went to the market because he wanted bread", "he", "John"),  # market is nearer
     ("John gave the book to Mary because she was tired", "she", "Mary"),
     ("John gave the book to Mary because it was old", "it", "book"),
-])
+]
+
+
+@pytest.mark.parametrize("sentence, pronoun, antecedent", CONTENT_CASES)
 def test_the_shipped_model_attends_by_content(shipped, sentence, pronoun, antecedent):
     """From the shipped weights: the pronoun's most attended word is the noun that agrees with it."""
     word, weight = top_word(sentence, pronoun, shipped)
@@ -128,15 +131,29 @@ def test_position_alone_cannot_answer(shipped):
     assert shipped.accuracy > 0.95 and shipped.attention_accuracy > 0.85
 
 
-def test_the_shipped_weights_are_the_scripts_output(tmp_path):
-    """The rebuild script, run anew (about 25 s), writes the shipped weights (float tolerance)."""
+def test_the_rebuild_script_makes_the_shipped_model(tmp_path):
+    """The rebuild script, run anew (about 25 s), writes a model that does what the shipped one does.
+
+    Its weights are not compared value by value: one torch gives the same weights on one kind
+    of CPU, but MKL's and ATen's vector paths round differently on another (an AMD EPYC's
+    rebuild moves weights by up to 0.15 from the shipped file's, trained elsewhere, over 1000
+    steps). What must hold on every machine: the same tensors, vocabulary and steps; the
+    accuracies on fresh sentences within 3 points of the shipped file's; and every sentence of
+    the content test answered by the same word.
+    """
     out = tmp_path / "rebuilt.safetensors"
     assert rebuild.main(["--out", str(out)]) == 0
     rebuilt, metadata = pronoun_model.load_weights(out)
     shipped_tensors, shipped_metadata = pronoun_model.load_weights()
-    assert rebuilt.keys() == shipped_tensors.keys() and metadata == shipped_metadata
-    for name, tensor in shipped_tensors.items():
-        torch.testing.assert_close(rebuilt[name], tensor, rtol=1e-3, atol=1e-4, msg=lambda m: f"{name}: {m}")
+    assert {k: v.shape for k, v in rebuilt.items()} == {k: v.shape for k, v in shipped_tensors.items()}
+    assert metadata.keys() == shipped_metadata.keys()
+    assert (metadata["vocab"], metadata["steps"]) == (shipped_metadata["vocab"], shipped_metadata["steps"])
+    for key in ("accuracy", "attention_accuracy"):
+        assert abs(float(metadata[key]) - float(shipped_metadata[key])) <= 0.03, (key, metadata[key], shipped_metadata[key])
+    model = pronoun_model.shipped_model(path=out)
+    for sentence, pronoun, antecedent in CONTENT_CASES:
+        word, weight = top_word(sentence, pronoun, model)
+        assert word == antecedent and weight > 0.9, (sentence, word, weight)
     assert pronoun_model.WEIGHTS.stat().st_size < 1024 * 1024
 
 
