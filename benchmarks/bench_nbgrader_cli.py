@@ -3,7 +3,8 @@
 One student hands in every unit's notebook with the reference code in its answer cells.
 The run times `attn-course nbgrader autograde` (nbgrader's own autograde, each notebook in
 the sandboxed kernel, then the trusted re-scoring) and `attn-course grade` on a folder of
-the same code, alternating, and prints the medians and their ratio (target <= 1.5, issue 19).
+the same code (with the default --jobs, and with --jobs 1), alternating, and prints the
+medians and the ratios (target <= 1.5, issue 19).
 
     .venv/bin/python benchmarks/bench_nbgrader_cli.py [repeats]
 """
@@ -60,14 +61,16 @@ def main() -> None:
             nb = answered(course_dir / "release" / unit / f"{unit}.ipynb", course_dir / "source" / unit / f"{unit}.ipynb")
             (folder / f"{unit}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
         run([*pipeline, "collect", str(tmp / "inbox")], root)
-        times = {"nbgrader autograde": [], "attn-course grade": []}
+        grading = [sys.executable, "-m", "autograder.cli", "grade", str(course.solutions), "--format", "json"]
+        times = {"nbgrader autograde": [], "grade": [], "grade --jobs 1": []}
         for _ in range(repeats):
             times["nbgrader autograde"].append(run([*pipeline, "autograde"], root))
-            times["attn-course grade"].append(run([sys.executable, "-m", "autograder.cli", "grade",
-                                                    str(course.solutions), "--format", "json"], root))
-    nb, cli = (statistics.median(times[k]) for k in times)
-    print(f"one student, {len(course.units)} notebooks, median of {repeats}: nbgrader autograde {nb:.1f} s, "
-          f"attn-course grade {cli:.1f} s, ratio {nb / cli:.2f} (target <= 1.5)")
+            times["grade"].append(run(grading, root))  # the default: one process per usable core
+            times["grade --jobs 1"].append(run([*grading, "--jobs", "1"], root))
+    nb, cli, one = (statistics.median(times[k]) for k in times)
+    print(f"one student, {len(course.units)} notebooks, median of {repeats}: nbgrader autograde {nb:.1f} s; "
+          f"attn-course grade {cli:.1f} s, ratio {nb / cli:.2f} (target <= 1.5); "
+          f"attn-course grade --jobs 1 {one:.1f} s, ratio {nb / one:.2f}")
 
 
 if __name__ == "__main__":
