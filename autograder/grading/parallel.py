@@ -80,7 +80,7 @@ def _read(log) -> str:
 
 def _wait(group: list[str], out: Path, log, proc: subprocess.Popen) -> list[GradeResult]:
     code = proc.wait()
-    if code != 0:
+    if code != 0 or not out.is_file():
         raise GraderError(f"grading {', '.join(group)} failed (exit {code}): {_read(log).strip()[-2000:]}")
     data = json.loads(out.read_text(encoding="utf-8"))
     return [GradeResult.from_dict(d) for d in (data if isinstance(data, list) else [data])]
