@@ -33,6 +33,8 @@ import weakref
 from pathlib import Path
 
 from autograder.core.manifest import Course
+from autograder.sandbox import visible
+from autograder.sandbox.inside import landlock
 from autograder.sandbox.inside.procs import live_processes
 
 # What a worker imports, copied whole into the box: nothing else of the engine (no grading,
@@ -61,6 +63,15 @@ WARNINGS = {
                  "it shares the host's network, /tmp and IPC, and sees every world-readable file",
     "plain": "PLAIN MODE: NOTHING IS HIDDEN. No root and no user namespaces here: student code runs as you, "
              "in a separate process with rlimits only, and can read your files (solutions and hidden tests included)",
+}
+# Where Landlock works (sandbox/inside/landlock.py), both modes hide the files as full mode does.
+LANDLOCK_WARNINGS = {
+    "container": "container mode: no namespaces here, so the worker runs as its own uid with rlimits, and "
+                 "Landlock lets it read only the system, Python and torch (as full mode shows them) and write "
+                 "only its own folder; it shares the host's IPC, and UDP and Unix sockets{net}",
+    "plain": "plain mode: no root and no user namespaces here, so student code runs as you, with rlimits, and "
+             "Landlock lets it read only the system, Python and torch (as full mode shows them) and write only "
+             "its own folder; it shares the host's IPC, and UDP and Unix sockets{net}",
 }
 
 
@@ -104,7 +115,16 @@ def isolation_mode() -> str:
 
 def mode_warning(mode: str) -> str | None:
     """What a report should say about a mode that hides less (None for "full")."""
-    return WARNINGS.get(mode)
+    version = landlock_abi() if mode in LANDLOCK_WARNINGS else 0
+    if not version:
+        return WARNINGS.get(mode)
+    return LANDLOCK_WARNINGS[mode].format(net="" if version >= 4 else ", and TCP")
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The Landlock ABI a worker without namespaces restricts itself with (0: none)."""
+    return landlock.abi()
 
 
 # -- cgroups -----------------------------------------------------------------------------
@@ -450,6 +470,7 @@ class Pool:
             # warmed after the first fork, the zygote and the first worker each hold a copy (about
             # 70 MiB); warmed before it, every grade starts about a second later.
             "warm_first": self.mode == "container" or os.environ.get(LOW_MEMORY_ENV) == "1",
+            "landlock": None if full or not landlock_abi() else self._landlock_rules(lib),
         }
         config_path = lib / "zygote.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
@@ -480,6 +501,13 @@ class Pool:
                     os.chmod(folder, 0o700)
             except OSError:
                 pass
+
+    def _landlock_rules(self, lib: Path) -> dict[str, list[str]]:
+        course = self.course
+        roots = [f"/{name}" for name in SYSTEM_DIRS] + [sys.base_prefix]
+        hidden = [course.root, course.solutions, course.hidden_tests, course.nbgrader_course, self.priv]
+        return visible.rules(roots, sorted({*package_entries(), *_base_sites()}), package_entries(), str(lib),
+                             [str(p) for p in hidden if p is not None])
 
     def inside(self, path: Path) -> str:
         """``path`` (in the private folder) as the zygote sees it."""

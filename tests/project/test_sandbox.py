@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ from conftest import ROOT
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 from autograder.sandbox.host import SandboxSubject
-from autograder.sandbox.zygote import isolation_mode, processes_of
+from autograder.sandbox.zygote import isolation_mode, landlock_abi, processes_of
 from autograder.core.protocol import Call, New, Result, StudentError
 
 COURSE = load_course(ROOT)
@@ -402,17 +403,37 @@ def test_nothing_of_a_submission_runs_while_the_next_is_graded(mixed_run):
 # -- modes: what each one claims, tested where the machine allows less ------------------------
 
 # The cases whose defence each mode claims (the README's table), graded in that mode next to the reference.
+# Where the kernel has Landlock, both modes also keep the worker from every file full mode would not show.
+LANDLOCK = landlock_abi()
 MODE_CASES = {
     "container": ["stand_in_import", "read_solutions", "sys_modules", "patch_comparisons", "os_exit", "session_children",
                   "forged_results"],
-    "plain": ["sys_modules", "patch_comparisons", "os_exit", "forged_results", "tensor_subclass"],
+    "plain": ["sys_modules", "patch_comparisons", "os_exit", "forged_results", "tensor_subclass",
+              *(["read_solutions", "stand_in_import"] if LANDLOCK else [])],
 }
-MODE_WARNING = {"container": "container mode", "plain": "NOTHING IS HIDDEN"}
+MODE_WARNING = {"container": "container mode", "plain": "plain mode" if LANDLOCK else "NOTHING IS HIDDEN"}
+
+
+@pytest.fixture(scope="session")
+def planted_answers():
+    """A world-readable copy of the answers outside the course (a second checkout, say), where
+    read_solutions looks (``/tmp/*/solutions``): only Landlock keeps a worker without namespaces
+    from it (without Landlock the README says every world-readable file is visible)."""
+    if not LANDLOCK:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="attn-planted-"))
+    os.chmod(folder, 0o755)
+    shutil.copytree(COURSE.solutions, folder / "solutions", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in [folder, *folder.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    yield folder
+    shutil.rmtree(folder)
 
 
 @pytest.fixture(scope="session", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"sandbox-mode-{m}"), id=m)
                                           for m in sorted(MODE_CASES)])
-def mode_run(request, corpus) -> dict:
+def mode_run(request, corpus, planted_answers) -> dict:
     """Under a seccomp filter that refuses namespaces (as Docker's does); plain mode is forced
     on top of it (as root here, it would otherwise be container mode)."""
     if os.geteuid() != 0 and request.param == "container":
@@ -429,6 +450,7 @@ def mode_run(request, corpus) -> dict:
 def test_each_mode_is_detected_and_warns(mode_run):
     assert mode_run["mode"] == mode_run["expected"]
     assert MODE_WARNING[mode_run["expected"]] in (mode_run["warning"] or ""), mode_run["warning"]
+    assert ("Landlock" in mode_run["warning"]) == bool(LANDLOCK), mode_run["warning"]
 
 
 def test_each_mode_grades_honest_code_in_full_and_attacks_at_zero(mode_run):

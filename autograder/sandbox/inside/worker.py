@@ -20,7 +20,9 @@ package (no solutions, no tests, no course data). It is started by
   root, bwrap adds a user namespace (``--disable-userns`` inside it) and each
   worker clears its capabilities with ``capset``: there is no separate uid.
 * **container** and **plain** modes: no namespaces; the zygote runs as the
-  grader does, workers switch uid where root allows (container).
+  grader does, workers switch uid where root allows (container) and, where
+  the kernel has Landlock, restrict themselves to what full mode would show
+  (``landlock.py``).
 
 The zygote (trusted code only; it never imports student code nor reads a
 stand-in) imports torch once, then serves spawn requests from the trusted
@@ -52,7 +54,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 BOX_BYTES, SHM_BYTES = 64 << 20, 16 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
-limits = procs = None  # modules of the package, imported by zygote() once sys.path holds it
+limits = procs = landlock = None  # modules of the package, imported by zygote() once sys.path holds it
 
 
 def _check(result: int, what: str) -> None:
@@ -151,6 +153,11 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     box = spawn["box"]
     uid = spawn.get("uid")
+    if config.get("landlock"):
+        # Before the uid switch: as root, every listed path can still be opened to make its rule.
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        rules = config["landlock"]
+        landlock.restrict([*rules["read"], spawn["unit_dir"]], [box, *rules["devices"]], rules["list"])
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -383,9 +390,9 @@ def zygote(config_path: str) -> None:
 
     # What every worker needs, imported once here (after the fork, its uid may not reach the
     # files): the subject and transport, and the limits and /proc helpers as this module's globals.
-    global limits, procs
+    global limits, procs, landlock
     from autograder.core import subject  # noqa: F401
-    from autograder.sandbox.inside import limits, procs, transport  # noqa: F401
+    from autograder.sandbox.inside import landlock, limits, procs, transport  # noqa: F401
 
     import gc
     gc.collect()
