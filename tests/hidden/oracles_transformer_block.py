@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from oracles_attention import causal_allowed
 from tensors import randn
 
+from autograder.testing.memo import remembered
+
 LINEAR_BIASES = ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
                  "self_attn.out_proj.bias", "ffn.linear1.bias", "ffn.linear2.bias")
 NORM_BIASES = ("norm1.bias", "norm2.bias")
@@ -132,6 +134,7 @@ def torch_mask(L: int, attn_mask=None, is_causal: bool = False, batch_heads=None
     return mask
 
 
+@remembered
 def torch_block(x, state, num_heads, *, norm_first, attn_mask=None, key_padding_mask=None, is_causal=False,
                 bias=True, grad_output=None):
     """The right answer: ``nn.TransformerEncoderLayer`` on ``x`` in float64.
@@ -163,6 +166,7 @@ def torch_layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # -- hand-written oracles, for known-wrong answers ------------------------------------
 
+@remembered
 def layer_norm64(x, weight=None, bias=None, eps=1e-5, *, unbiased=False, eps_outside=False, dims=(-1,)):
     x = x.double()
     mean = x.mean(dim=dims, keepdim=True)
