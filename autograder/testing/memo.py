@@ -91,7 +91,7 @@ def remembered(function):
         digest = hashlib.blake2b(digest_size=20)
         try:
             _feed(digest, (args, kwargs), [MAX_ARGUMENT_BYTES])
-        except _Unkeyable:
+        except Exception:  # noqa: BLE001 - _Unkeyable, or a tensor kind that cannot be read as bytes: compute
             return function(*args, **kwargs)
         key = (wrapper, torch.is_grad_enabled(), torch.get_default_dtype(), digest.digest())
         if key in _answers:
