@@ -23,6 +23,8 @@ import torch
 MAX_BYTES = 256 << 20  # the answers kept, in all; the least recently used go first
 MAX_ARGUMENT_BYTES = 8 << 20  # larger arguments cost more to digest than most answers take to compute
 
+PLAIN = (bool, int, float, complex, str, bytes, torch.dtype)  # keyed by type and repr, returned as they are
+
 _answers: OrderedDict[tuple, object] = OrderedDict()
 _held = [0]
 
@@ -51,7 +53,7 @@ def _feed(digest, value, budget: list[int]) -> None:
             _feed(digest, key, budget)
             _feed(digest, value[key], budget)
         digest.update(b")")
-    elif value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
+    elif value is None or isinstance(value, PLAIN):
         digest.update(f"{type(value).__name__}:{value!r};".encode())
     else:
         raise _Unkeyable
@@ -69,7 +71,7 @@ def _copy(value):
         return [_copy(v) for v in value]
     if isinstance(value, dict) and type(value) is dict:
         return {k: _copy(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype)):
+    if value is None or isinstance(value, PLAIN):
         return value
     raise _Unkeyable
 
