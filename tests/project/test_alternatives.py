@@ -2,6 +2,8 @@
 hypothesis seeds as well as the derandomized grading examples."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from conftest import ROOT, grade_json
@@ -12,13 +14,27 @@ ALTERNATIVES = ROOT / "tests" / "alternatives"
 UNITS = list(COURSE.units)  # every unit: one without its alternative fails here (and in test_registry)
 
 
-@pytest.mark.parametrize("seed", [None, 1, 2])
-def test_alternatives_and_solutions_keep_full_marks(seed):
-    # In process: this tests the suites' verdicts. The sandbox gives the same ones on the
-    # alternatives and the reference in test_mutants.py::test_same_scores_sandboxed_and_in_process.
-    extra = ("--no-sandbox",) if seed is None else ("--no-sandbox", "--seed", str(seed))
-    for result in grade_json([ALTERNATIVES, COURSE.solutions], UNITS, *extra):
-        for unit in UNITS:
+def _assert_full_marks(results: list[dict], units: list[str], seed) -> None:
+    for result in results:
+        for unit in units:
             got = result["units"][unit]
             failed = [(t["name"], t["output"]) for t in got["tests"] if t["status"] == "failed"]
             assert got["score"] == got["max_score"] > 0, f"{result['submission']} {unit} (seed {seed}): {failed}"
+
+
+@pytest.mark.parametrize("unit", [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}")) for u in UNITS])
+def test_alternative_and_solutions_keep_full_marks_on_the_grading_examples(unit, tmp_path):
+    """Each alternative in the folder test_mutants.py grades it in (the reference, its unit's file
+    replaced): a graded unit sees its siblings only as the course's stand-ins, so this is the grade
+    of tests/alternatives/ itself, and the grade cache serves it from the catalogue's run."""
+    folder = shutil.copytree(COURSE.solutions, tmp_path / "alternative")
+    shutil.copy(ALTERNATIVES / COURSE.units[unit].file, folder / COURSE.units[unit].file)
+    _assert_full_marks(grade_json([folder, COURSE.solutions], [unit], "--no-sandbox"), [unit], None)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_alternatives_and_solutions_keep_full_marks(seed):
+    # In process: this tests the suites' verdicts. The sandbox gives the same ones on the
+    # alternatives and the reference in test_mutants.py::test_same_scores_sandboxed_and_in_process.
+    _assert_full_marks(grade_json([ALTERNATIVES, COURSE.solutions], UNITS, "--no-sandbox", "--seed", str(seed)),
+                       UNITS, seed)

@@ -3,14 +3,10 @@ graded on the whole mutant catalogue, fails most mutants of every unit and
 every classic bug a student is likely to write (issue 17)."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 import mutants
-from conftest import ROOT
+from conftest import ROOT, grade_json
 from autograder.core.manifest import load_course
 
 # Its module fixture is built once: every test of this module runs on one xdist worker.
@@ -27,36 +23,34 @@ CLASSIC = {
     "positional_encoding": ["rope_rotate_half", "rope_exponent_i_over_dim", "concatenated_layout"],
     "transformer_block": ["norm_first_ignored", "norm_first_inverted", "pre_norm_residual_from_normalized"],
 }
-# The public suite only, with the submission's own siblings, in process: what `check` runs.
-# One grading run per unit, over every mutant folder at once.
-GRADE_PUBLIC = """
-import json, sys
-from pathlib import Path
-from autograder.grading.grade import grade
-from autograder.core.manifest import load_course
-unit, folders = sys.argv[1], [Path(p) for p in sys.argv[2:]]
-results = grade(load_course(), folders, units=[unit], suites=("public",), isolate=False, sandbox=False)
-print(json.dumps([r.to_dict()["units"][unit] for r in results]))
-"""
+# What `check` reports is the public suite's verdict, and that verdict is already in each
+# catalogue case's grade: the public tests run there with the same derandomized examples (each
+# test's examples are a function of the test alone), and a mutant's siblings are the reference's
+# own files, which `check` imports and the grade's stand-ins stand for. So the catalogue graded
+# once for the whole run (conftest's grade cache, shared with test_mutants.py and test_hints.py)
+# is read here, its visible tests only, rather than graded a second time (78 s of CI).
 
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> dict[str, dict[str, dict]]:
-    """unit -> mutant name -> that unit's public result."""
+    """unit -> mutant name -> that unit's public tests, from the catalogue's in-process grade."""
     out = {}
     for unit in UNITS:
         spec, base = COURSE.units[unit], tmp_path_factory.mktemp(unit)
         cases = {m["name"]: mutants.write(spec.file, m, base / m["name"]) for m in mutants.load(unit)}
         cases["solutions"] = COURSE.solutions
-        proc = subprocess.run([sys.executable, "-c", GRADE_PUBLIC, unit, *map(str, cases.values())],
-                              cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        out[unit] = dict(zip(cases, json.loads(proc.stdout)))
+        results = grade_json(list(cases.values()), [unit], "--no-sandbox")
+        out[unit] = {name: _public(r["units"][unit]) for name, r in zip(cases, results)}
     return out
 
 
+def _public(result: dict) -> dict:
+    return {**result, "tests": [t for t in result["tests"] if t["visibility"] == "visible"]}
+
+
 def _caught(result: dict) -> bool:
-    return result["score"] < result["max_score"]
+    """A forbidden call zeroes every test, public ones included: `check` refuses it too."""
+    return result["status"] == "forbidden" or any(t["status"] == "failed" for t in result["tests"])
 
 
 def test_solutions_pass_check(checked):
