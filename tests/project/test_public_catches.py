@@ -9,11 +9,15 @@ import mutants
 from conftest import ROOT, grade_json
 from autograder.core.manifest import load_course
 
-# Its module fixture is built once: every test of this module runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("public-checks")
-
 COURSE = load_course(ROOT)
 UNITS = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
+
+
+def grouped(units) -> list:
+    """Each unit's checks in its catalogue's xdist group (test_mutants.py's), on the worker that
+    grades that catalogue: one worker asking for every unit's held the other one waiting."""
+    return [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in units]
+
 TARGET = 0.6
 # The classic bugs: each must fail `check`, so the student sees it before the grade.
 CLASSIC = {
@@ -31,17 +35,18 @@ CLASSIC = {
 # is read here, its visible tests only, rather than graded a second time (78 s of CI).
 
 
-@pytest.fixture(scope="module")
-def checked(tmp_path_factory) -> dict[str, dict[str, dict]]:
-    """unit -> mutant name -> that unit's public tests, from the catalogue's in-process grade."""
-    out = {}
-    for unit in UNITS:
+_CHECKED: dict[str, dict[str, dict]] = {}
+
+
+def checked(unit: str, tmp_path_factory) -> dict[str, dict]:
+    """Mutant name (and "solutions") -> that unit's public tests, from the catalogue's in-process grade."""
+    if unit not in _CHECKED:
         spec, base = COURSE.units[unit], tmp_path_factory.mktemp(unit)
         cases = {m["name"]: mutants.write(spec.file, m, base / m["name"]) for m in mutants.load(unit)}
         cases["solutions"] = COURSE.solutions
         results = grade_json(list(cases.values()), [unit], "--no-sandbox")
-        out[unit] = {name: _public(r["units"][unit]) for name, r in zip(cases, results)}
-    return out
+        _CHECKED[unit] = {name: _public(r["units"][unit]) for name, r in zip(cases, results)}
+    return _CHECKED[unit]
 
 
 def _public(result: dict) -> dict:
@@ -53,14 +58,15 @@ def _caught(result: dict) -> bool:
     return result["status"] == "forbidden" or any(t["status"] == "failed" for t in result["tests"])
 
 
-def test_solutions_pass_check(checked):
-    failing = {u: r["solutions"]["tests"] for u, r in checked.items() if _caught(r["solutions"])}
-    assert not failing, failing
+@pytest.mark.parametrize("unit", grouped(UNITS))
+def test_solutions_pass_check(unit, tmp_path_factory):
+    solutions = checked(unit, tmp_path_factory)["solutions"]
+    assert not _caught(solutions), solutions["tests"]
 
 
-@pytest.mark.parametrize("unit", UNITS)
-def test_check_catches_most_mutants(checked, unit):
-    results = {name: r for name, r in checked[unit].items() if name != "solutions"}
+@pytest.mark.parametrize("unit", grouped(UNITS))
+def test_check_catches_most_mutants(unit, tmp_path_factory):
+    results = {name: r for name, r in checked(unit, tmp_path_factory).items() if name != "solutions"}
     caught = sorted(name for name, r in results.items() if _caught(r))
     fraction = len(caught) / len(results)
     missed = sorted(set(results) - set(caught))
@@ -68,20 +74,21 @@ def test_check_catches_most_mutants(checked, unit):
     assert fraction >= TARGET, f"{unit}: check catches {fraction:.0%} < {TARGET:.0%}; missed: {missed}"
 
 
-@pytest.mark.parametrize("unit", sorted(CLASSIC))
-def test_check_catches_the_classic_bugs(checked, unit):
-    spared = [name for name in CLASSIC[unit] if not _caught(checked[unit][name])]
+@pytest.mark.parametrize("unit", grouped(sorted(CLASSIC)))
+def test_check_catches_the_classic_bugs(unit, tmp_path_factory):
+    spared = [name for name in CLASSIC[unit] if not _caught(checked(unit, tmp_path_factory)[name])]
     assert not spared, f"{unit}: `check` passes these classic bugs: {spared}"
-
 
 
 def _failed_tests(result: dict) -> set[str]:
     return {t["id"].split("::")[1] for t in result["tests"] if t["status"] == "failed"}
 
 
-def test_rope_failures_name_the_bug(checked):
+@pytest.mark.xdist_group("mutants-positional_encoding")
+def test_rope_failures_name_the_bug(tmp_path_factory):
     """The frequency bug fails the frequency test, not the pairing one, and the other way round."""
-    frequency = _failed_tests(checked["positional_encoding"]["rope_exponent_i_over_dim"])
-    pairing = _failed_tests(checked["positional_encoding"]["rope_rotate_half"])
+    results = checked("positional_encoding", tmp_path_factory)
+    frequency = _failed_tests(results["rope_exponent_i_over_dim"])
+    pairing = _failed_tests(results["rope_rotate_half"])
     assert "test_rope_pair_frequency" in frequency and "test_rope_pairs_are_interleaved" not in frequency, frequency
     assert "test_rope_pairs_are_interleaved" in pairing, pairing
