@@ -378,13 +378,12 @@ def zygote(config_path: str) -> None:
     os.chdir(config["lib"])
     import torch  # imported once, before any fork; no torch op computes here
 
-    # The first meta-device ops import torch's meta kernels and, for some, torch._dynamo (over a
-    # second). Done here, before the first fork and the freeze below, every worker inherits them,
-    # shared and frozen: warmed after the first fork, the first worker imported them again and
-    # every worker's collections walked them (a full grade took 4 s more: 22.5 s against 17.8 s
-    # with --jobs 1). Without namespaces it is needed besides: a worker's uid may be unable to read
-    # the Python install (under /root, say). It computes nothing and starts no thread, so forking
-    # stays safe.
+    # The first meta-device ops import torch's meta kernels and, for some, torch._dynamo (1.4 s).
+    # Done here, before the first fork and the freeze below, every worker inherits them, shared
+    # and frozen; warmed after the first fork, the first worker imported them a second time and
+    # no collection skipped them. Without namespaces it is needed besides: a worker's uid may be
+    # unable to read the Python install (under /root, say). It computes nothing and starts no
+    # thread, so forking stays safe.
     meta = torch.empty(1, device="meta")
     meta.amax(-1), torch.isfinite(meta)
     del meta
