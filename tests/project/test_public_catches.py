@@ -18,6 +18,7 @@ def grouped(units) -> list:
     grades that catalogue: one worker asking for every unit's held the other one waiting."""
     return [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in units]
 
+
 TARGET = 0.6
 # The classic bugs: each must fail `check`, so the student sees it before the grade.
 CLASSIC = {
