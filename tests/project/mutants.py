@@ -5,9 +5,19 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 MUTANTS = ROOT / "tests" / "mutants"
+ALTERNATIVES = ROOT / "tests" / "alternatives"
+
+
+def grouped(units) -> list:
+    """``units`` as pytest params, each in its catalogue's xdist group: every test that reads a
+    unit's catalogue grade runs on the worker that grades it (one worker asking for every unit's
+    catalogue held the other one waiting on the grade cache's locks)."""
+    return [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in units]
 
 
 def load(unit: str) -> list[dict]:
@@ -33,6 +43,13 @@ def write(unit_file: str, mutant: dict, dest: Path) -> Path:
     return dest
 
 
+def alternative(unit_file: str, dest: Path) -> Path:
+    """A full submission: the reference solutions, with ``unit_file`` the correct alternative's."""
+    shutil.copytree(ROOT / "solutions", dest)
+    shutil.copy(ALTERNATIVES / unit_file, dest / unit_file)
+    return dest
+
+
 def cases(unit: str, base: Path) -> dict[str, Path]:
     """Submission folders under ``base`` for grading ``unit``: its correct alternative (if
     tests/alternatives has one) and every mutant of its catalogue, by name."""
@@ -40,10 +57,8 @@ def cases(unit: str, base: Path) -> dict[str, Path]:
 
     spec = load_course(ROOT).units[unit]
     found = {}
-    alternative = ROOT / "tests" / "alternatives" / spec.file
-    if alternative.is_file():
-        found["alternative"] = shutil.copytree(ROOT / "solutions", base / "alternative")
-        shutil.copy(alternative, found["alternative"] / spec.file)
+    if (ALTERNATIVES / spec.file).is_file():
+        found["alternative"] = alternative(spec.file, base / "alternative")
     for m in load(unit):
         found[m["name"]] = write(spec.file, m, base / m["name"])
     return found

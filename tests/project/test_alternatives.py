@@ -2,15 +2,13 @@
 hypothesis seeds as well as the derandomized grading examples."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
+import mutants
 from conftest import ROOT, grade_json
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
-ALTERNATIVES = ROOT / "tests" / "alternatives"
 UNITS = list(COURSE.units)  # every unit: one without its alternative fails here (and in test_registry)
 
 
@@ -22,13 +20,12 @@ def _assert_full_marks(results: list[dict], units: list[str], seed) -> None:
             assert got["score"] == got["max_score"] > 0, f"{result['submission']} {unit} (seed {seed}): {failed}"
 
 
-@pytest.mark.parametrize("unit", [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}")) for u in UNITS])
+@pytest.mark.parametrize("unit", mutants.grouped(UNITS))
 def test_alternative_and_solutions_keep_full_marks_on_the_grading_examples(unit, tmp_path):
     """Each alternative in the folder test_mutants.py grades it in (the reference, its unit's file
     replaced): a graded unit sees its siblings only as the course's stand-ins, so this is the grade
     of tests/alternatives/ itself, and the grade cache serves it from the catalogue's run."""
-    folder = shutil.copytree(COURSE.solutions, tmp_path / "alternative")
-    shutil.copy(ALTERNATIVES / COURSE.units[unit].file, folder / COURSE.units[unit].file)
+    folder = mutants.alternative(COURSE.units[unit].file, tmp_path / "alternative")
     _assert_full_marks(grade_json([folder, COURSE.solutions], [unit], "--no-sandbox"), [unit], None)
 
 
@@ -36,5 +33,5 @@ def test_alternative_and_solutions_keep_full_marks_on_the_grading_examples(unit,
 def test_alternatives_and_solutions_keep_full_marks(seed):
     # In process: this tests the suites' verdicts. The sandbox gives the same ones on the
     # alternatives and the reference in test_mutants.py::test_same_scores_sandboxed_and_in_process.
-    _assert_full_marks(grade_json([ALTERNATIVES, COURSE.solutions], UNITS, "--no-sandbox", "--seed", str(seed)),
+    _assert_full_marks(grade_json([mutants.ALTERNATIVES, COURSE.solutions], UNITS, "--no-sandbox", "--seed", str(seed)),
                        UNITS, seed)

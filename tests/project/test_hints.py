@@ -22,8 +22,7 @@ from conftest import ROOT, grade_json
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
-UNITS = [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u)
-         for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
+UNITS = mutants.grouped(u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file())
 # A hint runs from "Hint: " to the counterexample the grader appends, or to the end.
 HINT = re.compile(r"Hint: (.+?)(?= \(counterexample:|\Z)", re.S)
 

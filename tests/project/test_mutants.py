@@ -19,10 +19,9 @@ from conftest import ROOT, grade_json
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
-ALTERNATIVES = ROOT / "tests" / "alternatives"
 # One xdist group per unit: one worker makes its two grading runs, which all of its checks share.
 # Every unit: one without its catalogue fails here (and in test_registry), it is never skipped.
-UNITS = [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in COURSE.units]
+UNITS = mutants.grouped(COURSE.units)
 # Properties no mutant can reach on this machine, with the reason.
 UNCATCHABLE = {
     "test_cpu_and_cuda_agree": "needs a CUDA device; worth no points, so it cannot lose any",
@@ -53,8 +52,7 @@ class Graded(dict):
         spec = COURSE.units[unit]
         base = self.tmp.mktemp(unit)
         cases = {"solutions": COURSE.solutions, "assignments": COURSE.assignments,
-                 "alternative": shutil.copytree(COURSE.solutions, base / "alternative")}
-        shutil.copy(ALTERNATIVES / spec.file, cases["alternative"] / spec.file)
+                 "alternative": mutants.alternative(spec.file, base / "alternative")}
         for m in mutants.load(unit):
             if self.keep(unit, m["name"]):
                 cases[m["name"]] = mutants.write(spec.file, m, base / m["name"])

@@ -13,12 +13,6 @@ COURSE = load_course(ROOT)
 UNITS = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
 
 
-def grouped(units) -> list:
-    """Each unit's checks in its catalogue's xdist group (test_mutants.py's), on the worker that
-    grades that catalogue: one worker asking for every unit's held the other one waiting."""
-    return [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in units]
-
-
 TARGET = 0.6
 # The classic bugs: each must fail `check`, so the student sees it before the grade.
 CLASSIC = {
@@ -59,13 +53,13 @@ def _caught(result: dict) -> bool:
     return result["status"] == "forbidden" or any(t["status"] == "failed" for t in result["tests"])
 
 
-@pytest.mark.parametrize("unit", grouped(UNITS))
+@pytest.mark.parametrize("unit", mutants.grouped(UNITS))
 def test_solutions_pass_check(unit, tmp_path_factory):
     solutions = checked(unit, tmp_path_factory)["solutions"]
     assert not _caught(solutions), solutions["tests"]
 
 
-@pytest.mark.parametrize("unit", grouped(UNITS))
+@pytest.mark.parametrize("unit", mutants.grouped(UNITS))
 def test_check_catches_most_mutants(unit, tmp_path_factory):
     results = {name: r for name, r in checked(unit, tmp_path_factory).items() if name != "solutions"}
     caught = sorted(name for name, r in results.items() if _caught(r))
@@ -75,7 +69,7 @@ def test_check_catches_most_mutants(unit, tmp_path_factory):
     assert fraction >= TARGET, f"{unit}: check catches {fraction:.0%} < {TARGET:.0%}; missed: {missed}"
 
 
-@pytest.mark.parametrize("unit", grouped(sorted(CLASSIC)))
+@pytest.mark.parametrize("unit", mutants.grouped(sorted(CLASSIC)))
 def test_check_catches_the_classic_bugs(unit, tmp_path_factory):
     spared = [name for name in CLASSIC[unit] if not _caught(checked(unit, tmp_path_factory)[name])]
     assert not spared, f"{unit}: `check` passes these classic bugs: {spared}"
