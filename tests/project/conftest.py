@@ -139,6 +139,15 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def catalogue(tmp_path_factory):
+    """Every unit's mutant catalogue, the reference, the stubs and the correct alternative, graded
+    in process (``mutants.Graded``), for every test that reads them."""
+    import mutants  # it imports this module
+
+    return mutants.Graded(tmp_path_factory, "--no-sandbox")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Make ``--dist loadgroup`` keep each ``xdist_group`` on one worker, as xdist documents.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, grade_json
 
 MUTANTS = ROOT / "tests" / "mutants"
 ALTERNATIVES = ROOT / "tests" / "alternatives"
@@ -62,3 +62,38 @@ def cases(unit: str, base: Path) -> dict[str, Path]:
     for m in load(unit):
         found[m["name"]] = write(spec.file, m, base / m["name"])
     return found
+
+
+class Graded(dict):
+    """unit -> case name -> that unit's result, from one grading run per unit on first use.
+
+    The cases are "solutions", "assignments", "alternative" (the unit's correct alternative in
+    the reference) and every mutant of the unit's catalogue that ``keep(unit, name)`` keeps (all
+    by default); ``options`` are the grade's (``--no-sandbox``). Every test that reads a unit's
+    catalogue asks for it here, in the unit's xdist group (:func:`grouped`), so each unit costs
+    one grading run: three runs a unit, each starting torch, pytest and hypothesis, when the
+    alternative's test, the catalogue's and the stubs' asked one after the other.
+    """
+
+    def __init__(self, tmp_path_factory, *options: str, keep=lambda unit, name: True):
+        super().__init__()
+        self.tmp, self.options, self.keep = tmp_path_factory, options, keep
+
+    def __missing__(self, unit: str) -> dict[str, dict]:
+        from autograder.core.manifest import load_course
+
+        course = load_course(ROOT)
+        spec, base = course.units[unit], self.tmp.mktemp(unit)
+        cases = {"solutions": course.solutions, "assignments": course.assignments,
+                 "alternative": alternative(spec.file, base / "alternative")}
+        for m in load(unit):
+            if self.keep(unit, m["name"]):
+                cases[m["name"]] = write(spec.file, m, base / m["name"])
+        results = grade_json(list(cases.values()), [unit], *self.options)
+        self[unit] = {name: r["units"][unit] for name, r in zip(cases, results)}
+        return self[unit]
+
+    def mutants(self, unit: str) -> dict[str, dict]:
+        """Only the catalogue's mutants, by name."""
+        names = {m["name"] for m in load(unit)}
+        return {name: r for name, r in self[unit].items() if name in names}

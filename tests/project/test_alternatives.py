@@ -12,26 +12,24 @@ COURSE = load_course(ROOT)
 UNITS = list(COURSE.units)  # every unit: one without its alternative fails here (and in test_registry)
 
 
-def _assert_full_marks(results: list[dict], units: list[str], seed) -> None:
-    for result in results:
-        for unit in units:
-            got = result["units"][unit]
-            failed = [(t["name"], t["output"]) for t in got["tests"] if t["status"] == "failed"]
-            assert got["score"] == got["max_score"] > 0, f"{result['submission']} {unit} (seed {seed}): {failed}"
+def _assert_full_marks(got: dict, what: str) -> None:
+    failed = [(t["name"], t["output"]) for t in got["tests"] if t["status"] == "failed"]
+    assert got["score"] == got["max_score"] > 0, f"{what}: {failed}"
 
 
 @pytest.mark.parametrize("unit", mutants.grouped(UNITS))
-def test_alternative_and_solutions_keep_full_marks_on_the_grading_examples(unit, tmp_path):
-    """Each alternative in the folder test_mutants.py grades it in (the reference, its unit's file
-    replaced): a graded unit sees its siblings only as the course's stand-ins, so this is the grade
-    of tests/alternatives/ itself, and the grade cache serves it from the catalogue's run."""
-    folder = mutants.alternative(COURSE.units[unit].file, tmp_path / "alternative")
-    _assert_full_marks(grade_json([folder, COURSE.solutions], [unit], "--no-sandbox"), [unit], None)
+def test_alternative_and_solutions_keep_full_marks_on_the_grading_examples(unit, catalogue):
+    """Each alternative as the catalogue grades it (the reference, its unit's file replaced): a
+    graded unit sees its siblings only as the course's stand-ins, so this is the grade of
+    tests/alternatives/ itself."""
+    for case in ("alternative", "solutions"):
+        _assert_full_marks(catalogue[unit][case], f"{case} {unit}")
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_alternatives_and_solutions_keep_full_marks(seed):
     # In process: this tests the suites' verdicts. The sandbox gives the same ones on the
     # alternatives and the reference in test_mutants.py::test_same_scores_sandboxed_and_in_process.
-    _assert_full_marks(grade_json([mutants.ALTERNATIVES, COURSE.solutions], UNITS, "--no-sandbox", "--seed", str(seed)),
-                       UNITS, seed)
+    for result in grade_json([mutants.ALTERNATIVES, COURSE.solutions], UNITS, "--no-sandbox", "--seed", str(seed)):
+        for unit in UNITS:
+            _assert_full_marks(result["units"][unit], f"{result['submission']} {unit} (seed {seed})")

@@ -7,7 +7,8 @@ correct alternative shows that
   * no other hint fires on it (none names a bug it does not have);
   * no hint fires on a correct alternative.
 
-One in-process grading run per unit serves all its cases (it tests the suites, not the sandbox).
+The catalogue's in-process grade (conftest's ``catalogue``) serves all its cases (it tests the
+suites, not the sandbox).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 import mutants
-from conftest import ROOT, grade_json
+from conftest import ROOT
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
@@ -46,12 +47,10 @@ def problems(name: str, declared: list[str], hints: dict[str, set[str]]) -> list
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_hints_fire_on_their_own_mutant_only(unit, tmp_path):
-    cases = mutants.cases(unit, tmp_path)
+def test_hints_fire_on_their_own_mutant_only(unit, catalogue):
     declared = {m["name"]: m.get("hints", []) for m in mutants.load(unit)}
-    results = grade_json(list(cases.values()), [unit], "--no-sandbox")
-    found = [p for name, r in zip(cases, results)
-             for p in problems(name, declared.get(name, []), fired(r["units"][unit]))]
+    cases = {"alternative": catalogue[unit]["alternative"], **catalogue.mutants(unit)}
+    found = [p for name, result in cases.items() for p in problems(name, declared.get(name, []), fired(result))]
     assert not found, "\n".join(found)
 
 

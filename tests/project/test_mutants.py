@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import mutants
-from conftest import ROOT, grade_json
+from conftest import ROOT
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
@@ -31,55 +31,20 @@ UNCATCHABLE = {
 # The sandbox-versus-in-process equivalence runs on a sample, by a fixed rule: the reference,
 # the stubs, the alternative, every eighth mutant in catalogue order and every mutant that calls
 # a forbidden function (the two modes catch those by different machinery). The whole catalogue
-# is graded in process, which every other check here reads. AUTOGRADER_TEST_FULL=1 (`make
-# test-full`) grades the whole catalogue sandboxed too.
+# is graded in process (conftest's `catalogue`), which every other check here reads.
+# AUTOGRADER_TEST_FULL=1 (`make test-full`) grades the whole catalogue sandboxed too.
 FULL = os.environ.get("AUTOGRADER_TEST_FULL") == "1"
 SAMPLE_EVERY = 8  # every fourth took 45-70 s a unit in CI (341 s in all), twice this
 
 
-class Graded(dict):
-    """unit -> case name -> that unit's result, from one grading run per unit on first use.
-
-    The cases are solutions/, assignments/, the unit's alternative and every mutant that
-    ``keep(unit, name)`` keeps (all by default).
-    """
-
-    def __init__(self, tmp_path_factory, *options: str, keep=lambda unit, name: True):
-        super().__init__()
-        self.tmp, self.options, self.keep = tmp_path_factory, options, keep
-
-    def __missing__(self, unit: str) -> dict[str, dict]:
-        spec = COURSE.units[unit]
-        base = self.tmp.mktemp(unit)
-        cases = {"solutions": COURSE.solutions, "assignments": COURSE.assignments,
-                 "alternative": mutants.alternative(spec.file, base / "alternative")}
-        for m in mutants.load(unit):
-            if self.keep(unit, m["name"]):
-                cases[m["name"]] = mutants.write(spec.file, m, base / m["name"])
-        results = grade_json(list(cases.values()), [unit], *self.options)
-        self[unit] = {name: r["units"][unit] for name, r in zip(cases, results)}
-        return self[unit]
-
-
 @pytest.fixture(scope="session")
-def graded(tmp_path_factory) -> Graded:
-    """The whole catalogue, in process."""
-    return Graded(tmp_path_factory, "--no-sandbox")
-
-
-@pytest.fixture(scope="session")
-def graded_sandboxed(tmp_path_factory, graded) -> Graded:
+def graded_sandboxed(tmp_path_factory, catalogue) -> mutants.Graded:
     """The sample (or, with AUTOGRADER_TEST_FULL=1, the whole catalogue), sandboxed."""
     def keep(unit: str, name: str) -> bool:
         order = [m["name"] for m in mutants.load(unit)]
-        return FULL or order.index(name) % SAMPLE_EVERY == 0 or graded[unit][name]["status"] == "forbidden"
+        return FULL or order.index(name) % SAMPLE_EVERY == 0 or catalogue[unit][name]["status"] == "forbidden"
 
-    return Graded(tmp_path_factory, keep=keep)
-
-
-def _mutants_of(graded: Graded, unit: str) -> dict[str, dict]:
-    names = {m["name"] for m in mutants.load(unit)}
-    return {name: r for name, r in graded[unit].items() if name in names}
+    return mutants.Graded(tmp_path_factory, keep=keep)
 
 
 @pytest.mark.parametrize("unit", UNITS)
@@ -88,48 +53,48 @@ def test_at_least_fifteen_mutants(unit):
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_solutions_full_marks_stubs_zero(graded, unit):
-    ref, stub = graded[unit]["solutions"], graded[unit]["assignments"]
+def test_solutions_full_marks_stubs_zero(catalogue, unit):
+    ref, stub = catalogue[unit]["solutions"], catalogue[unit]["assignments"]
     assert ref["max_score"] > 0 and ref["score"] == ref["max_score"], [t for t in ref["tests"] if t["status"] == "failed"]
     assert stub["score"] == 0 and stub["max_score"] == ref["max_score"], [t["name"] for t in stub["tests"] if t["score"]]
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_each_mutant_loses_points_in_its_unit(graded, unit):
-    spared = [name for name, r in _mutants_of(graded, unit).items() if r["score"] >= r["max_score"]]
+def test_each_mutant_loses_points_in_its_unit(catalogue, unit):
+    spared = [name for name, r in catalogue.mutants(unit).items() if r["score"] >= r["max_score"]]
     assert not spared, f"these {unit} mutants kept full marks: {spared}"
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_every_property_catches_a_mutant(graded, unit):
+def test_every_property_catches_a_mutant(catalogue, unit):
     caught: dict[str, list[str]] = {}
-    for name, result in _mutants_of(graded, unit).items():
+    for name, result in catalogue.mutants(unit).items():
         if result["status"] == "forbidden":  # every property reads as failed there: it proves nothing
             continue
         for test in result["tests"]:
             if test["status"] == "failed" and test["visibility"] == "hidden":
                 caught.setdefault(test["id"], []).append(name)
-    properties = {t["id"] for t in graded[unit]["solutions"]["tests"] if t["visibility"] == "hidden"}
+    properties = {t["id"] for t in catalogue[unit]["solutions"]["tests"] if t["visibility"] == "hidden"}
     idle = sorted(p for p in properties if p not in caught and p.split("::")[1] not in UNCATCHABLE)
     assert not idle, f"{unit}: these properties catch no mutant: {idle}"
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_forbidden_calls_zero_the_unit(graded, unit):
-    forbidden = {name: r for name, r in _mutants_of(graded, unit).items() if r["status"] == "forbidden"}
+def test_forbidden_calls_zero_the_unit(catalogue, unit):
+    forbidden = {name: r for name, r in catalogue.mutants(unit).items() if r["status"] == "forbidden"}
     assert forbidden, f"{unit}: keep at least one mutant that calls a forbidden function"
     for name, result in forbidden.items():
         assert result["score"] == 0 and "must not call" in result["message"], (name, result["message"])
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_same_scores_sandboxed_and_in_process(graded, graded_sandboxed, unit):
+def test_same_scores_sandboxed_and_in_process(catalogue, graded_sandboxed, unit):
     def summary(result: dict) -> dict:
         return {"status": result["status"], "tests": {t["id"]: (t["status"], t["score"]) for t in result["tests"]}}
 
     sample = graded_sandboxed[unit]
     assert len(sample) >= 3 + len(mutants.load(unit)) // SAMPLE_EVERY, sorted(sample)
-    differ = [name for name, result in sample.items() if summary(result) != summary(graded[unit][name])]
+    differ = [name for name, result in sample.items() if summary(result) != summary(catalogue[unit][name])]
     assert not differ, f"{unit}: the two modes disagree on {differ}"
 
 
@@ -143,21 +108,21 @@ BARE_TUPLE = re.compile(r"=\(\(")
 NO_CASE = ("no points:", "not implemented yet")
 
 
-def _failures(graded: Graded, unit: str):
-    for name, result in _mutants_of(graded, unit).items():
+def _failures(catalogue: mutants.Graded, unit: str):
+    for name, result in catalogue.mutants(unit).items():
         for test in result["tests"]:
             if test["status"] == "failed" and not test["output"].startswith(NO_CASE):
                 yield name, test
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_every_failure_labels_its_case(graded, unit):
+def test_every_failure_labels_its_case(catalogue, unit):
     """Each failure names its case: hypothesis's counterexample with labels, or (a fixed example)
     the command that rebuilds it, or the call by shapes where its tensors are too big to print;
     no counterexample is a bare tuple of sizes."""
-    unlabelled = [(name, t["id"], t["output"][:300]) for name, t in _failures(graded, unit)
+    unlabelled = [(name, t["id"], t["output"][:300]) for name, t in _failures(catalogue, unit)
                   if not any(mark in t["output"] for mark in ("(counterexample: ", "\nreproduce: ", "\nthe call: "))]
-    bare = [(name, t["id"], t["output"].split("(counterexample: ")[1][:120]) for name, t in _failures(graded, unit)
+    bare = [(name, t["id"], t["output"].split("(counterexample: ")[1][:120]) for name, t in _failures(catalogue, unit)
             if "(counterexample: " in t["output"] and BARE_TUPLE.search(t["output"].split("(counterexample: ")[1])]
     assert not unlabelled and not bare, {"no case": unlabelled[:5], "bare tuples": bare[:5]}
 
@@ -168,10 +133,10 @@ def _reproduce_command(output: str) -> list[str]:
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_repro_rebuilds_a_failure(graded, unit, tmp_path):
+def test_repro_rebuilds_a_failure(catalogue, unit, tmp_path):
     """The command a hidden property's failure ends with, run on the mutant's own code, shows the
     same failure (exit 1); on the reference it shows the expected values (exit 0)."""
-    with_case = [(name, t) for name, t in _failures(graded, unit)
+    with_case = [(name, t) for name, t in _failures(catalogue, unit)
                  if t["visibility"] == "hidden" and "\nreproduce: " in t["output"] and "\"expected\":" in t["output"]]
     assert with_case, f"{unit}: no hidden failure carries a reproduce command"
     name, test = with_case[0]

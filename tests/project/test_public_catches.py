@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import mutants
-from conftest import ROOT, grade_json
+from conftest import ROOT
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
@@ -26,22 +26,14 @@ CLASSIC = {
 # catalogue case's grade: the public tests run there with the same derandomized examples (each
 # test's examples are a function of the test alone), and a mutant's siblings are the reference's
 # own files, which `check` imports and the grade's stand-ins stand for. So the catalogue graded
-# once for the whole run (conftest's grade cache, shared with test_mutants.py and test_hints.py)
+# once for the whole run (conftest's `catalogue`, shared with test_mutants.py and test_hints.py)
 # is read here, its visible tests only, rather than graded a second time (78 s of CI).
 
 
-_CHECKED: dict[str, dict[str, dict]] = {}
-
-
-def checked(unit: str, tmp_path_factory) -> dict[str, dict]:
+def checked(catalogue, unit: str) -> dict[str, dict]:
     """Mutant name (and "solutions") -> that unit's public tests, from the catalogue's in-process grade."""
-    if unit not in _CHECKED:
-        spec, base = COURSE.units[unit], tmp_path_factory.mktemp(unit)
-        cases = {m["name"]: mutants.write(spec.file, m, base / m["name"]) for m in mutants.load(unit)}
-        cases["solutions"] = COURSE.solutions
-        results = grade_json(list(cases.values()), [unit], "--no-sandbox")
-        _CHECKED[unit] = {name: _public(r["units"][unit]) for name, r in zip(cases, results)}
-    return _CHECKED[unit]
+    cases = {**catalogue.mutants(unit), "solutions": catalogue[unit]["solutions"]}
+    return {name: _public(result) for name, result in cases.items()}
 
 
 def _public(result: dict) -> dict:
@@ -54,14 +46,14 @@ def _caught(result: dict) -> bool:
 
 
 @pytest.mark.parametrize("unit", mutants.grouped(UNITS))
-def test_solutions_pass_check(unit, tmp_path_factory):
-    solutions = checked(unit, tmp_path_factory)["solutions"]
+def test_solutions_pass_check(unit, catalogue):
+    solutions = checked(catalogue, unit)["solutions"]
     assert not _caught(solutions), solutions["tests"]
 
 
 @pytest.mark.parametrize("unit", mutants.grouped(UNITS))
-def test_check_catches_most_mutants(unit, tmp_path_factory):
-    results = {name: r for name, r in checked(unit, tmp_path_factory).items() if name != "solutions"}
+def test_check_catches_most_mutants(unit, catalogue):
+    results = {name: r for name, r in checked(catalogue, unit).items() if name != "solutions"}
     caught = sorted(name for name, r in results.items() if _caught(r))
     fraction = len(caught) / len(results)
     missed = sorted(set(results) - set(caught))
@@ -70,8 +62,8 @@ def test_check_catches_most_mutants(unit, tmp_path_factory):
 
 
 @pytest.mark.parametrize("unit", mutants.grouped(sorted(CLASSIC)))
-def test_check_catches_the_classic_bugs(unit, tmp_path_factory):
-    spared = [name for name in CLASSIC[unit] if not _caught(checked(unit, tmp_path_factory)[name])]
+def test_check_catches_the_classic_bugs(unit, catalogue):
+    spared = [name for name in CLASSIC[unit] if not _caught(checked(catalogue, unit)[name])]
     assert not spared, f"{unit}: `check` passes these classic bugs: {spared}"
 
 
@@ -80,9 +72,9 @@ def _failed_tests(result: dict) -> set[str]:
 
 
 @pytest.mark.xdist_group("mutants-positional_encoding")
-def test_rope_failures_name_the_bug(tmp_path_factory):
+def test_rope_failures_name_the_bug(catalogue):
     """The frequency bug fails the frequency test, not the pairing one, and the other way round."""
-    results = checked("positional_encoding", tmp_path_factory)
+    results = checked(catalogue, "positional_encoding")
     frequency = _failed_tests(results["rope_exponent_i_over_dim"])
     pairing = _failed_tests(results["rope_rotate_half"])
     assert "test_rope_pair_frequency" in frequency and "test_rope_pairs_are_interleaved" not in frequency, frequency
