@@ -50,17 +50,16 @@ def alternative(unit_file: str, dest: Path) -> Path:
     return dest
 
 
-def cases(unit: str, base: Path) -> dict[str, Path]:
-    """Submission folders under ``base`` for grading ``unit``: its correct alternative (if
-    tests/alternatives has one) and every mutant of its catalogue, by name."""
+def cases(unit: str, base: Path, keep=lambda name: True) -> dict[str, Path]:
+    """Submission folders under ``base`` for grading ``unit``: its correct alternative and every
+    mutant of its catalogue that ``keep(name)`` keeps, by name (the folders the grade cache knows)."""
     from autograder.core.manifest import load_course
 
     spec = load_course(ROOT).units[unit]
-    found = {}
-    if (ALTERNATIVES / spec.file).is_file():
-        found["alternative"] = alternative(spec.file, base / "alternative")
+    found = {"alternative": alternative(spec.file, base / "alternative")}
     for m in load(unit):
-        found[m["name"]] = write(spec.file, m, base / m["name"])
+        if keep(m["name"]):
+            found[m["name"]] = write(spec.file, m, base / m["name"])
     return found
 
 
@@ -83,14 +82,10 @@ class Graded(dict):
         from autograder.core.manifest import load_course
 
         course = load_course(ROOT)
-        spec, base = course.units[unit], self.tmp.mktemp(unit)
-        cases = {"solutions": course.solutions, "assignments": course.assignments,
-                 "alternative": alternative(spec.file, base / "alternative")}
-        for m in load(unit):
-            if self.keep(unit, m["name"]):
-                cases[m["name"]] = write(spec.file, m, base / m["name"])
-        results = grade_json(list(cases.values()), [unit], *self.options)
-        self[unit] = {name: r["units"][unit] for name, r in zip(cases, results)}
+        folders = {"solutions": course.solutions, "assignments": course.assignments,
+                   **cases(unit, self.tmp.mktemp(unit), lambda name: self.keep(unit, name))}
+        results = grade_json(list(folders.values()), [unit], *self.options)
+        self[unit] = {name: r["units"][unit] for name, r in zip(folders, results)}
         return self[unit]
 
     def mutants(self, unit: str) -> dict[str, dict]:
