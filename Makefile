@@ -15,9 +15,14 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml
+# One package is left out: rfc3987-syntax, which jsonschema's format-nongpl extra (asked for by
+# jupyter-events) brings in and imports whenever jsonschema is imported. It builds a lark grammar
+# there, 2 CPU-s for every process that imports nbformat or starts an ipykernel (`import
+# nbformat`: 2.0 -> 0.2 CPU-s); it checks only the "iri" string format, which nothing here uses.
+$(STAMP): $(BIN)/python pyproject.toml Makefile
 	$(BIN)/pip install --quiet $(TORCH) uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	printf 'rfc3987-syntax ; sys_platform == "never"\n' | \
+	  $(BIN)/uv pip install --quiet --python $(BIN)/python --override /dev/stdin -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
