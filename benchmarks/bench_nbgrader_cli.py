@@ -1,8 +1,8 @@
 """nbgrader's autograde of one student's notebooks against `attn-course grade` of the same code.
 
 One student hands in every unit's notebook with the reference code in its answer cells.
-The run times `attn-course nbgrader autograde` (nbgrader's own autograde, each notebook in
-the sandboxed kernel, then the trusted re-scoring) and `attn-course grade` on a folder of
+The run times `attn-course nbgrader autograde` (the trusted grade of the extracted files,
+then nbgrader's own autograde, executing no notebook) and `attn-course grade` on a folder of
 the same code (with the default --jobs, and with --jobs 1), alternating, and prints the
 medians and the ratios (target <= 1.5, issue 19).
 

@@ -1,7 +1,7 @@
 """Seconds to execute a unit's notebook in nbgrader's kernel, sandboxed against plain.
 
 Both kernel managers run the same source notebook (its locked cells, its public
-tests and the hidden-test cell, which under the pipeline only prints) in one
+tests and the hidden-test cell, which finds no submission there and only prints) in one
 run, alternating, and the medians are compared, so the ratio holds on a noisy
 machine. The sandbox must cost at most 1.5x (issue 15).
 
@@ -9,7 +9,6 @@ machine. The sandbox must cost at most 1.5x (issue 15).
 """
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tempfile
@@ -20,7 +19,6 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from autograder.nbgrader.rescore import TRUSTED_ENV
 from autograder.core.manifest import load_course
 from autograder.nbgrader.kernel_manager import SandboxedKernelManager
 
@@ -38,7 +36,6 @@ def main() -> None:
     unit = sys.argv[1] if len(sys.argv) > 1 else "attention"
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     course = load_course()
-    os.environ[TRUSTED_ENV] = "1"  # as under `attn-course nbgrader autograde`
     nb_path = course.nbgrader_source / unit / f"{unit}.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp) / unit  # nbgrader runs a notebook in a folder named after its assignment

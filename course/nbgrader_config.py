@@ -21,7 +21,9 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
 c.Execute.kernel_name = "python3"
 # ...started inside a sandbox (bubblewrap): its own uid, no view of this folder, the
 # gradebook, the solutions, the hidden tests or any other student's notebook, and every
-# process a cell starts ends with the kernel. See autograder/nbgrader_kernel.py.
+# process a cell starts ends with the kernel. See autograder/nbgrader/kernel_manager.py.
+# Only a plain `nbgrader autograde` starts kernels: `attn-course nbgrader autograde` grades
+# outside any notebook and executes none.
 c.Execute.kernel_manager_class = "autograder.nbgrader.kernel_manager.SandboxedKernelManager"
 c.OverwriteKernelspec.enabled = True
 # Per-cell time limit: an endless loop costs that cell, the kernel is interrupted

@@ -1,8 +1,8 @@
 """nbgrader's kernels in a sandbox: :class:`SandboxedKernelManager`.
 
 Set as ``c.Execute.kernel_manager_class`` in the course's ``nbgrader_config.py``,
-so every notebook nbgrader executes (``autograde``, with the pipeline or
-without) runs its student code in an ipykernel started under bubblewrap:
+so every notebook nbgrader executes (a plain ``nbgrader autograde``; the course's
+own pipeline executes none) runs its student code in an ipykernel started under bubblewrap:
 
 * new user, mount, PID, network, IPC and UTS namespaces, a session of its own,
   and, when nbgrader runs as root, a dedicated uid (``setpriv``) with no
@@ -20,9 +20,9 @@ Why a kernel manager and not "run each notebook in a worker and bring back its
 JSON": nbgrader stays the one executing notebooks (its timeouts, interrupts,
 LimitOutput and error reporting are unchanged); only the kernel process moves.
 The kernel talks to nbgrader over ZeroMQ ``ipc`` sockets in a private folder
-bound into the sandbox, since the sandbox has no network. The kernel's
-verdict still does not count: the pipeline re-scores every grade cell from
-answer cells read before any kernel ran (:mod:`autograder.nbgrader.pipeline`).
+bound into the sandbox, since the sandbox has no network. Its verdict is
+nbgrader's, so a kernel can still patch its own test cells: grades that count
+come from :mod:`autograder.nbgrader.pipeline`, which grades outside any kernel.
 
 Where bubblewrap cannot start (no user namespaces, e.g. in a container), the
 kernel runs as a dedicated uid if nbgrader is root, and plainly otherwise,

@@ -1,26 +1,15 @@
-"""What the notebook's cells call, inside the student's kernel. Nothing here counts:
-``nbgrader`` re-scoring (:mod:`autograder.nbgrader.pipeline`) grades every grade
-cell outside the kernel.
-
-Under that re-scoring (``TRUSTED_ENV`` is set for nbgrader's kernels) the test cells only say
-where their result comes from, and import nothing more: the pipeline replaces every output of
-an autograded notebook with the trusted report, so a test run there would be thrown away, and
-it was most of a kernel's work besides the student's cells (hypothesis and pytest alone take
-0.4 s to import). A student running the notebook, or a plain ``nbgrader autograde``, gets the
-tests run as before: hence the imports inside the functions.
+"""What the notebook's cells call, inside the student's kernel: a student running the
+notebook, or a plain ``nbgrader autograde``. Nothing here counts for the course's own
+``nbgrader autograde`` (:mod:`autograder.nbgrader.pipeline`), which runs no kernel: it
+grades every grade cell outside the notebook.
 """
 from __future__ import annotations
 
-import os
 import types
 import warnings
 from pathlib import Path
 
 from autograder.core.manifest import Course, load_course
-from autograder.nbgrader.rescore import TRUSTED_ENV
-
-OUTSIDE = "graded by the course's grader outside this notebook; the feedback shows the result."
-
 
 _siblings: dict[str, dict[str, types.ModuleType]] = {}  # unit -> its siblings, loaded once per kernel
 
@@ -54,9 +43,6 @@ def _kernel_subject(course: Course, unit: str, namespace: dict):
 
 def public_test(unit: str, test_id: str, namespace: dict) -> None:
     """Run one public test on the notebook's own definitions; raise if it fails."""
-    if os.environ.get(TRUSTED_ENV) == "1":
-        print(f"This test is {OUTSIDE}")
-        return
     import importlib.util
 
     from autograder.core.determinism import use_profile
@@ -96,15 +82,11 @@ def _course_dir_of_autograded() -> Path | None:
 def hidden_tests(unit: str) -> None:
     """The hidden properties, graded out of this kernel by the CLI's ``grade``.
 
-    Under the CLI's ``nbgrader autograde`` this only says so: the trusted process grades
-    the submitted notebook and writes the report into the feedback. Under a
-    plain ``nbgrader autograde`` it grades the notebook file being autograded
-    (never the kernel's objects) in a subprocess, prints each failed property
-    with its counterexample, and raises if any failed.
+    Where the kernel can read the course (a plain ``nbgrader autograde`` without the
+    sandbox), it grades the notebook file being autograded (never the kernel's objects) in a
+    subprocess, prints each failed property with its counterexample, and raises if any
+    failed. Elsewhere (a student's own run, the sandboxed kernel) it says where they run.
     """
-    if os.environ.get(TRUSTED_ENV) == "1":
-        print(f"The hidden properties are {OUTSIDE}")
-        return
     from autograder.nbgrader.extract import module_source, read_notebook
     from autograder.nbgrader.rescore import grade_sources, hidden_report
 

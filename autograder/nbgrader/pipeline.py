@@ -7,39 +7,39 @@ and ``gradebook.db`` there. The steps::
     build       regenerate course/source/ from solutions/ and the lessons (--check: exit 1 if stale)
     generate    nbgrader generate_assignment, one assignment per unit
     collect     copy INBOX/<student>/**/<unit>.ipynb to submitted/<student>/<unit>/<unit>.ipynb
-    autograde   nbgrader autograde, then the trusted re-scoring below
+    autograde   the trusted grade, then nbgrader autograde executing no notebook (below)
     feedback    nbgrader generate_feedback
     export      nbgrader export to CSV
     all         generate, collect, autograde, feedback, export
 
-Sandboxed kernels. nbgrader executes every notebook in a kernel started by
-:class:`autograder.nbgrader.kernel_manager.SandboxedKernelManager` (set in the course's
-``nbgrader_config.py``): its own uid, no view of the course folder, the
-gradebook, the solutions or any other student's files, and nothing it starts
-outlives the notebook. Only this trusted process writes the gradebook, the
-autograded notebooks' outputs and the feedback.
+Why re-score. The student's code would run in the same kernel as nbgrader's
+test cells, so anything a kernel says can be patched (``torch.allclose =
+lambda *a, **k: True``). So a kernel's verdict never counts: each submitted
+notebook's answer cells are read (by nbgrader ``grade_id``, from the JSON),
+put between the instructor's read-only parts into the unit's ``.py`` file,
+and graded by the CLI's ``grade`` in a separate process (sandboxed by the
+CLI). Only then does nbgrader autograde run, so a failed grade stops the step
+before nbgrader writes anything. The score of every autograded cell in
+nbgrader's gradebook is then the CLI's: a visible test cell gets its public
+test's points, the hidden-test cell the sum of the hidden properties'. Manual
+scores and extra credit are put back as they were, and every output of the
+autograded notebooks is the trusted report (test cells) or nothing.
 
-Why re-score. The student's code runs in the same kernel as nbgrader's test
-cells, so anything the kernel says can be patched (``torch.allclose =
-lambda *a, **k: True``). So the kernel's verdict never counts: before any
-kernel runs, each submitted notebook's answer cells are read (by nbgrader
-``grade_id``, from the JSON, never from what a kernel printed), put between
-the instructor's read-only parts into the unit's ``.py`` file, and graded by
-the CLI's ``grade`` in a separate process (sandboxed by the CLI), while
-nbgrader's kernels run on the other core. After autograde, the score of every
-autograded cell in nbgrader's gradebook is the CLI's: a visible test cell gets
-its public test's points, the hidden-test cell the sum of the hidden properties'.
-Manual scores and extra credit are put back as they were before the kernels
-ran, and every output of the autograded notebooks is replaced by the trusted
-report (or removed), so the feedback shows nothing a kernel printed.
+No kernel. Since nothing a kernel computes would reach the gradebook or the
+feedback, this autograde executes no notebook (``--Execute.enabled=False``):
+nbgrader still sanitizes, restores the locked cells, records the submission
+and its late penalty, and the whole step costs about what ``grade`` does.
+A plain ``nbgrader autograde`` still executes every notebook, in the sandboxed
+kernel of :mod:`autograder.nbgrader.kernel_manager` (set in the course's
+``nbgrader_config.py``), and there the kernel's verdict is nbgrader's.
 
 Written answers. The lessons' questions have nbgrader *manually graded answer*
 cells (markdown, ``grade`` and ``solution``), which the CLI's rubric does not
 hold: they stay nbgrader's own (0 when left as released, else "needs manual
 grading" in formgrader until an instructor scores them), so nbgrader's total
 is the CLI's plus what the instructor gives for them. They are never executed
-(a markdown cell, its type restored by :class:`RestoreCellMetadata` before any
-kernel runs) and the trusted side never reads them.
+(a markdown cell, its type restored by :class:`RestoreCellMetadata` before nbgrader
+records it) and the trusted side never reads them.
 
 Tampering. :class:`RestoreCellMetadata` (in nbgrader's sanitize step, see
 ``course/nbgrader_config.py``) restores each nbgrader cell's flags and, for
@@ -58,7 +58,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -144,16 +143,13 @@ def use_environment_tools() -> None:
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
-def run_nbgrader(course_dir: Path, *args: str, trusted: bool = False, per_student: bool = False) -> subprocess.CompletedProcess:
+def run_nbgrader(course_dir: Path, *args: str, per_student: bool = False) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in the course directory. With ``per_student``, a
-    failure that nbgrader reports for some submissions only (a kernel that
-    died, a notebook it could not read) is printed and grading goes on."""
+    failure that nbgrader reports for some submissions only (a notebook it
+    could not read) is printed and grading goes on."""
     use_environment_tools()
-    env = dict(os.environ)
-    if trusted:
-        env[rescore.TRUSTED_ENV] = "1"
     command = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(command, cwd=str(course_dir), env=env, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=str(course_dir), capture_output=True, text=True)
     failed = re.findall(r"There was an error processing assignment '([^']*)' for student '([^']*)'", proc.stdout + proc.stderr)
     if proc.returncode != 0 and per_student and failed:
         for assignment, student in failed:
@@ -224,7 +220,7 @@ def _timestamp(notebook: Path) -> str:
 
 def extract_files(course: Course, course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
     """(layouts, {student: {unit: file text}}) from the source and submitted
-    notebooks, read as JSON before any kernel runs."""
+    notebooks, read as JSON."""
     layouts = {}
     for unit in units:
         layout = extract.read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")
@@ -252,7 +248,7 @@ def _grade_cells(layout: dict, key: str) -> dict[str, list[str]]:
 
 
 def _snapshot(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple, tuple]:
-    """(student, unit, grade_id) -> (manual_score, extra_credit) before the kernels run."""
+    """(student, unit, grade_id) -> (manual_score, extra_credit) before nbgrader's autograde resets them."""
     saved = {}
     with Gradebook(db_url) as gb:
         for student, unit in pairs:
@@ -265,36 +261,48 @@ def _snapshot(db_url: str, pairs: list[tuple[str, str]]) -> dict[tuple, tuple]:
     return saved
 
 
-def write_points(db_url: str, layouts: dict[str, dict], results: dict[str, dict], saved: dict, key: str) -> dict[tuple, float]:
-    """Write the CLI's points into every test cell; returns {(student, unit): autograded score}.
-    The manually graded answer cells are no test cells: nbgrader's own grades stand there."""
+def trusted_points(layouts: dict[str, dict], results: dict[str, dict], key: str) -> dict[tuple, tuple[float, float]]:
+    """(student, unit, grade_id) -> (the CLI's points, the cell's maximum) for every test cell;
+    raises when a notebook and the CLI's rubric disagree. The manually graded answer cells are
+    no test cells: nbgrader's own grades stand there."""
+    points = {}
+    for student, result in results.items():
+        for unit, layout in layouts.items():
+            if unit not in result["units"]:
+                continue
+            scores = rescore.test_scores(result, unit)
+            for gid, test_ids in _grade_cells(layout, key).items():
+                records = [scores[t] for t in test_ids if t in scores]
+                expected = next(c for c in layout["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid)
+                max_score = float(expected["metadata"]["nbgrader"]["points"])
+                graded_max = sum(r["max_score"] for r in records)
+                if records and abs(graded_max - max_score) > 1e-9:
+                    raise PipelineError(f"{unit} cell {gid} is worth {max_score:g} in the notebook but "
+                                        f"{graded_max:g} in the CLI rubric: run the CLI's build")
+                points[(student, unit, gid)] = (float(sum(r["score"] for r in records)), max_score)
+    return points
+
+
+def write_points(db_url: str, points: dict[tuple, tuple[float, float]], saved: dict) -> dict[tuple, float]:
+    """Write the trusted points into every test cell's grade; returns {(student, unit): autograded score}."""
     totals = {}
+    missing = set()
     with Gradebook(db_url) as gb:
-        for student, result in results.items():
-            for unit, layout in layouts.items():
-                if unit not in result["units"]:
-                    continue
-                scores = rescore.test_scores(result, unit)
-                for gid, test_ids in _grade_cells(layout, key).items():
-                    records = [scores[t] for t in test_ids if t in scores]
-                    expected = next(c for c in layout["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid)
-                    max_score = float(expected["metadata"]["nbgrader"]["points"])
-                    graded_max = sum(r["max_score"] for r in records)
-                    if records and abs(graded_max - max_score) > 1e-9:
-                        raise PipelineError(f"{unit} cell {gid} is worth {max_score:g} in the notebook but "
-                                            f"{graded_max:g} in the CLI rubric: run the CLI's build")
-                    score = float(sum(r["score"] for r in records))
-                    cell = gb.find_grade_cell(gid, unit, unit)
-                    cell.max_score = max_score  # as generated, whatever a kernel wrote into the database
-                    try:
-                        grade = gb.find_grade(gid, unit, unit, student)
-                    except MissingEntry:
-                        print(f"warning: no nbgrader submission for {student}/{unit}: not in the gradebook")
-                        break
-                    grade.auto_score = score
-                    grade.needs_manual_grade = False
-                    grade.manual_score, grade.extra_credit = saved.get((student, unit, gid), (None, None))
-                    totals[(student, unit)] = totals.get((student, unit), 0.0) + score
+        for (student, unit, gid), (score, max_score) in points.items():
+            if (student, unit) in missing:
+                continue
+            cell = gb.find_grade_cell(gid, unit, unit)
+            cell.max_score = max_score  # as generated, whatever nbgrader's run wrote into the database
+            try:
+                grade = gb.find_grade(gid, unit, unit, student)
+            except MissingEntry:
+                print(f"warning: no nbgrader submission for {student}/{unit}: not in the gradebook")
+                missing.add((student, unit))
+                continue
+            grade.auto_score = score
+            grade.needs_manual_grade = False
+            grade.manual_score, grade.extra_credit = saved.get((student, unit, gid), (None, None))
+            totals[(student, unit)] = totals.get((student, unit), 0.0) + score
         gb.db.commit()
     return totals
 
@@ -305,7 +313,7 @@ def _stream(text: str):
 
 def trusted_outputs(course_dir: Path, layouts: dict, results: dict, key: str) -> None:
     """Replace every output of the autograded notebooks: a test cell shows the
-    trusted report, any other cell nothing (its kernel could read the course)."""
+    trusted report, any other cell nothing."""
     for student, result in results.items():
         for unit, layout in layouts.items():
             path = course_dir / "autograded" / student / unit / f"{unit}.ipynb"
@@ -329,88 +337,38 @@ def trusted_outputs(course_dir: Path, layouts: dict, results: dict, key: str) ->
             nbformat.write(nb, str(path))
 
 
-class TrustedGrading:
-    """The CLI's ``grade`` of the extracted files in two processes, each for half the units
-    (all students together), run from a background thread: one at a time while nbgrader's
-    kernels hold a core, both once they are done. Two, not one per unit: each process starts
-    torch, pytest, hypothesis and the sandbox (3-4 s), which made the trusted side, not the
-    kernels, the longer path for one student (46 s against 34 s)."""
+def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
+    """The trusted grade, then nbgrader autograde executing no notebook, then the trusted
+    points and reports into the gradebook and the autograded notebooks; returns timings and scores.
 
-    def __init__(self, course: Course, files: dict[str, dict[str, str]], units: list[str]):
-        present = [u for u in units if any(u in f for f in files.values())]
-        half = (len(present) + 1) // 2
-        self.jobs = [group for group in (present[:half], present[half:]) if group]
-        self.course, self.files = course, files
-        self.slots, self.results, self.errors = 1, {}, []
-        self.condition = threading.Condition()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        running: list[tuple[str, object]] = []
-        pending = list(self.jobs)
-        while pending or running:
-            with self.condition:
-                while pending and len(running) < self.slots:
-                    group = pending.pop(0)
-                    sources = {s: {u: f[u] for u in group if u in f} for s, f in self.files.items()
-                               if any(u in f for u in group)}
-                    running.append((group, rescore.grade_sources(self.course, sources, group, background=True)))
-            done = [job for job in running if job[1].poll() is not None]
-            if not done:
-                time.sleep(0.1)
-            for job in done:
-                running.remove(job)
-                group, wait = job
-                try:
-                    for student, result in wait().items():
-                        for unit in (u for u in group if u in self.files[student]):  # only what they handed in
-                            self.results.setdefault(student, {"units": {}})["units"][unit] = result["units"][unit]
-                except RuntimeError as error:
-                    self.errors.append(str(error))
-
-    def widen(self) -> None:
-        with self.condition:
-            self.slots = 2
-
-    def wait(self) -> dict[str, dict]:
-        self.widen()
-        self.thread.join()
-        if self.errors:
-            raise PipelineError("\n".join(self.errors))
-        return self.results
-
-
-def step_autograde(course: Course, course_dir: Path, units: list[str], *, cell_timeout: float | None = None) -> dict:
-    """nbgrader autograde with the trusted re-scoring; returns timings and scores."""
+    The trusted grade comes first, so a failure there stops the step before nbgrader writes
+    anything (nbgrader gives an unexecuted test cell all its points)."""
     db_url = "sqlite:///" + str(course_dir / "gradebook.db")
     layouts, files = extract_files(course, course_dir, units)
     if not files:
         print("nothing to autograde: submitted/ is empty")
         return {"scores": {}}
     started = time.perf_counter()
-    trusted = TrustedGrading(course, files, units)  # starts now, before any kernel runs
-    saved = _snapshot(db_url, [(s, u) for s, us in files.items() for u in us])
-    extra = [f"--Execute.timeout={cell_timeout:g}"] if cell_timeout else []
-    for pattern in patterns(course_dir, units):
-        if pattern == "*" or students(course_dir, pattern):
-            run_nbgrader(course_dir, "autograde", pattern, "--force", *extra, trusted=True, per_student=True)
-    kernel_done = time.perf_counter() - started
-    trusted.widen()
-    graded = trusted.wait()
+    try:
+        graded = rescore.grade_sources(course, files, units)
+    except RuntimeError as error:
+        raise PipelineError(str(error)) from None
     trusted_done = time.perf_counter() - started
     results = {student: {"units": {u: graded[student]["units"][u] for u in us}} for student, us in files.items()}
     key = course.brand.metadata_key
-    scores = write_points(db_url, layouts, results, saved, key)
+    points = trusted_points(layouts, results, key)
+    saved = _snapshot(db_url, [(s, u) for s, us in files.items() for u in us])
+    for pattern in patterns(course_dir, units):
+        if pattern == "*" or students(course_dir, pattern):
+            # No kernel: every output of an autograded notebook is replaced by the trusted report.
+            run_nbgrader(course_dir, "autograde", pattern, "--force", "--Execute.enabled=False", per_student=True)
+    scores = write_points(db_url, points, saved)
     trusted_outputs(course_dir, layouts, results, key)
     n_notebooks = sum(len(us) for us in files.values())
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"autograded {n_notebooks} notebooks of {len(files)} students in {time.perf_counter() - started:.1f} s "
-          f"(nbgrader and its kernels {kernel_done:.1f} s, trusted grading {trusted_done:.1f} s, side by side; "
-          f"CPU {cpu.ru_utime + cpu.ru_stime:.1f} s)")
-    print(f"  nbgrader autograde: {kernel_done / n_notebooks:.1f} s per notebook")
-    return {"scores": scores, "results": results,
-            "kernel_seconds": kernel_done, "trusted_seconds": trusted_done}
+          f"(trusted grading {trusted_done:.1f} s, then nbgrader; CPU {cpu.ru_utime + cpu.ru_stime:.1f} s)")
+    return {"scores": scores, "results": results}
 
 
 def step_feedback(course_dir: Path, units: list[str]) -> None:
@@ -471,13 +429,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     build.add_argument("--check", action="store_true", help="only report stale notebooks (exit 1 if any)")
     sub.add_parser("generate", help="nbgrader generate_assignment for every unit")
     sub.add_parser("collect", help="copy INBOX/<student>/**/<unit>.ipynb into submitted/").add_argument("inbox", type=Path)
-    auto = sub.add_parser("autograde", help="nbgrader autograde, scored by the grade command")
+    sub.add_parser("autograde", help="nbgrader autograde, scored by the grade command")
     sub.add_parser("feedback", help="nbgrader generate_feedback")
     export = sub.add_parser("export", help="nbgrader export to CSV")
     every = sub.add_parser("all", help="generate, collect INBOX, autograde, feedback, export")
     every.add_argument("inbox", type=Path)
-    for cmd in (auto, every):
-        cmd.add_argument("--cell-timeout", type=float, help="seconds per notebook cell (default: nbgrader_config.py)")
     for cmd in (export, every):
         cmd.add_argument("-o", "--output", type=Path, default=Path("grades.csv"), help="CSV file (default: grades.csv)")
     return parser
@@ -511,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             step_collect(course, course_dir, units, args.inbox)
         if args.step in ("autograde", "all"):
-            step_autograde(course, course_dir, units, cell_timeout=args.cell_timeout)
+            step_autograde(course, course_dir, units)
         if args.step in ("feedback", "all"):
             step_feedback(course_dir, units)
         if args.step in ("export", "all"):

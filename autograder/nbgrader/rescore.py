@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -10,21 +9,15 @@ from pathlib import Path
 
 from autograder.core.manifest import Course
 
-# Set for the kernels ``nbgrader`` re-scoring starts: the hidden cell then leaves the
-# grading to the trusted process instead of grading twice.
-TRUSTED_ENV = "AUTOGRADER_NBGRADER_RESCORE"
-
 
 def cli_command() -> list[str]:
     return [sys.executable, "-m", "autograder.cli"]
 
 
-def grade_sources(course: Course, sources: dict[str, dict[str, str]], units: list[str], *,
-                  workdir: Path | None = None, background: bool = False):
-    """Grade {submission: {unit: file text}} with the CLI's ``grade`` in a
-    subprocess; returns {submission: result dict} (or, with ``background``, a
-    callable that waits for and returns it)."""
-    holder = tempfile.TemporaryDirectory(prefix="attn-nbgrader-", dir=workdir)
+def grade_sources(course: Course, sources: dict[str, dict[str, str]], units: list[str]) -> dict[str, dict]:
+    """Grade {submission: {unit: file text}} with the CLI's ``grade`` (its default ``--jobs``)
+    in a subprocess; returns {submission: result dict}. Raises RuntimeError if it fails."""
+    holder = tempfile.TemporaryDirectory(prefix="attn-nbgrader-")
     root = Path(holder.name)
     folders = []
     for i, (name, files) in enumerate(sources.items()):
@@ -34,29 +27,19 @@ def grade_sources(course: Course, sources: dict[str, dict[str, str]], units: lis
             (folder / course.units[unit].file).write_text(text, encoding="utf-8")
         folders.append(folder)
     out = root / "result.json"
-    # --jobs 1: the pipeline spreads the units over its own processes (pipeline.TrustedGrading).
-    command = [*cli_command(), "grade", *map(str, folders), "--jobs", "1", "--format", "json", "-o", str(out)]
+    command = [*cli_command(), "grade", *map(str, folders), "--format", "json", "-o", str(out)]
     for unit in units:
         command += ["--unit", unit]
-    env = {k: v for k, v in os.environ.items() if k != TRUSTED_ENV}
-    log_path = root / "log.txt"  # a file, not a pipe: nobody reads a pipe while polling
-    with log_path.open("w", encoding="utf-8") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=str(course.root))
-
-    def wait() -> dict[str, dict]:
-        try:
-            process.wait()
-            log = log_path.read_text(encoding="utf-8", errors="replace")
-            if process.returncode != 0 or not out.is_file():
-                raise RuntimeError(f"grading failed (exit {process.returncode}):\n{log[-3000:]}")
-            data = json.loads(out.read_text(encoding="utf-8"))
-            data = data if isinstance(data, list) else [data]
-            return dict(zip(sources, data))
-        finally:
-            holder.cleanup()
-
-    wait.poll = process.poll
-    return wait if background else wait()
+    try:
+        process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 errors="replace", cwd=str(course.root))
+        if process.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"grading failed (exit {process.returncode}):\n{process.stdout[-3000:]}")
+        data = json.loads(out.read_text(encoding="utf-8"))
+        data = data if isinstance(data, list) else [data]
+        return dict(zip(sources, data))
+    finally:
+        holder.cleanup()
 
 
 def test_scores(result: dict, unit: str) -> dict[str, dict]:

@@ -4,10 +4,12 @@ A temporary copy of course/ runs generate_assignment; fake students hand in
 notebooks built from the release: good (the solutions) and stubs (the untouched
 release) in every unit; in attention only, buggy (a realistic bug), cheat (who
 patches ``torch.allclose`` and tampers with locked test cells and with the
-written answers' cells, and kills the kernel in a second unit) and erin (honest
-work, and a cell that attacks the grader and a classmate); zoe, a corrupt
-upload. Then ``attn-course nbgrader`` collects, autogrades (re-scoring out of the
-kernel), generates feedback and exports the CSV.
+written answers' cells, and hands in a kernel killer in a second unit) and erin
+(honest work, a scratch cell that never ends, and a cell that attacks the grader
+and a classmate); zoe, a corrupt upload. Then ``attn-course nbgrader`` collects,
+autogrades (the trusted grade, then nbgrader executing no notebook), generates
+feedback and exports the CSV. Last, a plain ``nbgrader autograde``, which executes
+notebooks in the sandboxed kernel, runs erin's notebook in a copy of that course.
 
 The lessons' questions are nbgrader manually graded answers, which the CLI does not grade:
 nbgrader's totals are compared with the CLI's on the autograded cells, and its maximum holds
@@ -41,6 +43,7 @@ from autograder.authoring import notebook
 from autograder.authoring.lesson import languages
 from autograder.authoring.rubric import rubric
 from autograder.nbgrader import extract
+from autograder.nbgrader.pipeline import run_nbgrader
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
 
@@ -50,8 +53,9 @@ UNITS = [u for u in (os.environ.get("ATTN_NBGRADER_UNITS") or ",".join(BUILT)).s
 BUG = next(m for m in mutants.load("attention") if m["name"] == "no_scale")
 CHEAT = "torch.allclose = lambda *a, **k: True  # the cheat: every comparison in this kernel passes\n"
 CODE_ANSWER = "print('my written answer, as code: a grade cell that runs without an error')"
-KILLER_UNIT = next((u for u in UNITS if u != "attention"), None)  # where the cheat kills the kernel
-CELL_TIMEOUT = 20  # seconds, for this test's run (the course default is in course/nbgrader_config.py)
+KILLER_UNIT = next((u for u in UNITS if u != "attention"), None)  # where the cheat hands in a kernel killer
+CELL_TIMEOUT = 10  # seconds per cell in the plain nbgrader run (the course default is in course/nbgrader_config.py)
+SCRATCH = "import time\nwhile True:  # my scratch cell, waiting for a result that never comes\n    time.sleep(0.1)"
 
 pytestmark = pytest.mark.xdist_group("nbgrader")
 
@@ -103,7 +107,7 @@ def answer_cell(nb: dict, gid: str) -> dict:
     return next(c for c in nb["cells"] if _gid(c) == gid)
 
 
-# What a kernel could do to the grader and to a classmate when it ran as the instructor.
+# What a kernel could do to the grader and to a classmate if it ran as the instructor.
 ATTACK_MARK = f"4{os.getpid():09d}"
 SWAPPER = """
 import glob, time
@@ -150,18 +154,17 @@ def handed_in(student: str, unit: str) -> bool:
     return student in ("good", "stubs") or unit == "attention" or (student, unit) == ("cheat", KILLER_UNIT)
 
 
-def make_students(course_dir: Path, inbox: Path) -> None:
+def make_students(course_dir: Path, inbox: Path, attacked: Path) -> None:
+    """The class's notebooks in INBOX; erin's attack aims at the course folder ``attacked``."""
     for unit in UNITS:
         release = _nb(course_dir / "release" / unit / f"{unit}.ipynb")
         source = _nb(course_dir / "source" / unit / f"{unit}.ipynb")
         good = fill(release, source, unit)
         if unit == "attention":
-            # Honest work that writes to stderr (a UserWarning) and a scratch cell that never ends.
+            # Honest work that writes to stderr (a UserWarning).
             softmax = answer_cell(good, "attention-softmax")
             softmax["source"] = "import warnings\n\n" + _src(softmax).replace(
                 "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn('softmax: a harmless warning', UserWarning)\n", 1)
-            good["cells"].append({"cell_type": "code", "execution_count": None, "id": "scratch-loop",
-                                  "metadata": {}, "outputs": [], "source": "while True:  # my scratch cell\n    pass"})
         # good and stubs hand in every unit; the others' cases are in attention, the only notebook
         # they hand in (and the cheat's kernel killer), so nbgrader also meets notebooks never
         # handed in. Every notebook costs a kernel and a unit's grade: 31 of them took 230 s in CI.
@@ -186,14 +189,16 @@ def make_students(course_dir: Path, inbox: Path) -> None:
             first["metadata"]["nbgrader"].update(solution=False, points=1000)
             second["metadata"]["nbgrader"].update(points=1000, locked=True)
             second["source"] = f"{notebook.HIDDEN_BEGIN}\nMy answer."
-        if unit == KILLER_UNIT:  # a cell that kills nbgrader's kernel must cost this notebook only
+        if unit == KILLER_UNIT:  # a cell that would kill nbgrader's kernel: the pipeline runs none
             cheat["cells"].append({"cell_type": "code", "execution_count": None, "id": "kill-kernel",
                                    "metadata": {}, "outputs": [], "source": "import os\nos._exit(1)"})
-        # Honest answers, and a cell that attacks the grader and a classmate.
+        # Honest answers, a scratch cell that never ends, and a cell that attacks the grader and a classmate.
         erin = copy.deepcopy(good) if unit == "attention" else None
         if unit == "attention":
+            erin["cells"].append({"cell_type": "code", "execution_count": None, "id": "scratch-loop",
+                                  "metadata": {}, "outputs": [], "source": SCRATCH})
             erin["cells"].append({"cell_type": "code", "execution_count": None, "id": "attack", "metadata": {},
-                                  "outputs": [], "source": ATTACK.replace("COURSE_DIR", repr(str(course_dir)))})
+                                  "outputs": [], "source": ATTACK.replace("COURSE_DIR", repr(str(attacked)))})
         for student, nb in (("good", good), ("stubs", copy.deepcopy(release)), ("buggy", buggy), ("cheat", cheat),
                             ("erin", erin)):
             if not handed_in(student, unit):
@@ -243,9 +248,9 @@ def graded():
             shutil.rmtree(folder, ignore_errors=True)  # a run that died half-way
             folder.mkdir()
             done = _grade_class(folder)
-            record.write_text(json.dumps({**done, "dir": str(done["dir"])}), encoding="utf-8")
+            record.write_text(json.dumps({**done, "dir": str(done["dir"]), "kernels": str(done["kernels"])}), encoding="utf-8")
     done = json.loads(record.read_text(encoding="utf-8"))
-    return {**done, "dir": Path(done["dir"])}
+    return {**done, "dir": Path(done["dir"]), "kernels": Path(done["kernels"])}
 
 
 def _grade_class(tmp: Path) -> dict:
@@ -255,7 +260,8 @@ def _grade_class(tmp: Path) -> dict:
     shutil.copytree(ROOT / "course" / "source", course_dir / "source")
     pipeline(course_dir, "generate")
     inbox = tmp / "inbox"
-    make_students(course_dir, inbox)
+    kernels = tmp / "kernels"  # the copy of the course that the plain nbgrader run executes erin's notebook in
+    make_students(course_dir, inbox, kernels)
     # The CLI's own verdict on the same code, graded meanwhile.
     folders = reference_folders(tmp / "reference")
     out = tmp / "reference.json"
@@ -263,8 +269,10 @@ def _grade_class(tmp: Path) -> dict:
                "-o", str(out), *[a for u in UNITS for a in ("--unit", u)]]
     reference = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     started = time.perf_counter()
-    log = pipeline(course_dir, "all", str(inbox), "--cell-timeout", str(CELL_TIMEOUT), "-o", str(tmp / "grades.csv")).stdout
+    log = pipeline(course_dir, "all", str(inbox), "-o", str(tmp / "grades.csv")).stdout
     seconds = time.perf_counter() - started
+    shutil.copytree(course_dir, kernels)
+    run_nbgrader(kernels, "autograde", "attention", "--student", "erin", "--force", f"--Execute.timeout={CELL_TIMEOUT}")
     _, err = reference.communicate(timeout=1800)
     assert reference.returncode == 0, err[-3000:]
     cli = dict(zip(folders, json.loads(out.read_text(encoding="utf-8"))))
@@ -273,7 +281,8 @@ def _grade_class(tmp: Path) -> dict:
     print(log)
     notebooks = len(list(inbox.glob("*/*.ipynb")))
     print(f"attn-course nbgrader all: {seconds:.1f} s for {notebooks} notebooks")
-    return {"dir": course_dir, "csv": rows, "cli": cli, "log": log, "seconds": seconds, "notebooks": notebooks}
+    return {"dir": course_dir, "kernels": kernels, "csv": rows, "cli": cli, "log": log, "seconds": seconds,
+            "notebooks": notebooks}
 
 
 def csv_score(graded, student: str, unit: str) -> tuple[float, float]:
@@ -350,7 +359,7 @@ def test_a_written_answer_never_reaches_the_graded_file():
     """A student may write anything in a written answer, or make it a code cell: when the answer
     cell of softmax is gone, an ordinary code cell defining it counts (the kernel runs it), but a
     written answer never does, markdown or code with its nbgrader metadata (which nbgrader
-    restores to markdown before any kernel runs)."""
+    restores to markdown before it records the notebook)."""
     layout = _nb(ROOT / notebook.notebook_path(COURSE, "attention"))
     deleted = copy.deepcopy(layout)
     deleted["cells"].remove(answer_cell(deleted, "attention-softmax"))
@@ -446,9 +455,7 @@ def test_feedback_holds_no_hidden_test_source(graded):
     for student in ("good", "stubs", "buggy", "cheat", "erin"):
         for unit in filter(lambda u: handed_in(student, u), UNITS):
             path = graded["dir"] / "feedback" / student / unit / f"{unit}.html"
-            if not path.is_file():
-                assert (student, unit) == ("cheat", KILLER_UNIT), f"no feedback for {student}/{unit}"
-                continue
+            assert path.is_file(), f"no feedback for {student}/{unit}"  # the cheat's kernel killer never ran
             page = path.read_text(encoding="utf-8")
             text = html.unescape(re.sub(r"<[^>]+>", "", page))
             submitted = _nb(graded["dir"] / "submitted" / student / unit / f"{unit}.ipynb")
@@ -476,7 +483,7 @@ def test_tampered_cells_are_restored(graded):
 def test_written_answers_are_left_to_the_instructor(graded):
     """Each written answer is nbgrader's manually graded answer: 0 when left as released, else
     "needs manual grading" with no score, worth QUESTION_POINTS; the cheat's one made a code cell
-    claiming 1000 points is restored to markdown before any kernel runs, and never runs."""
+    claiming 1000 points is restored to markdown, and never runs."""
     from nbgrader.api import Gradebook
 
     with Gradebook("sqlite:///" + str(graded["dir"] / "gradebook.db")) as gb:
@@ -524,11 +531,25 @@ def _alive_with(mark: str) -> list[int]:
     return alive
 
 
+def test_the_pipeline_executes_no_notebook(graded):
+    """Nothing a kernel computes reaches the gradebook or the feedback, so the pipeline's
+    autograde starts none: no code cell of an autograded notebook was executed."""
+    autograded = sorted((graded["dir"] / "autograded").glob("*/*/*.ipynb"))
+    assert len(autograded) == graded["notebooks"] - 1  # all but zoe's
+    for path in autograded:
+        counts = [c["execution_count"] for c in _nb(path)["cells"] if c["cell_type"] == "code"]
+        assert counts and set(counts) == {None}, path
+
+
 def test_a_kernel_reaches_neither_the_grader_nor_a_classmate(graded):
-    """erin's cell attacked the gradebook, the course folder, a classmate's notebook and the
-    extracted files; her kernel ran sandboxed, so none of it landed (her scores equal the CLI's:
-    test_nbgrader_scores_equal_the_cli)."""
-    course_dir = graded["dir"]
+    """A plain ``nbgrader autograde`` executes erin's notebook in the sandboxed kernel: her scratch
+    loop is interrupted at the cell time limit, her next cell still runs, and its attack on the
+    gradebook, the course folder, a classmate's notebooks and the future lands nowhere."""
+    course_dir = graded["kernels"]
+    cells = {c.get("id"): c for c in _nb(course_dir / "autograded" / "erin" / "attention" / "attention.ipynb")["cells"]}
+    assert "CellTimeoutError" in [o["ename"] for o in cells["scratch-loop"]["outputs"] if o["output_type"] == "error"]
+    said = "".join(_src({"source": o.get("text", "")}) for o in cells["attack"]["outputs"])
+    assert "gradebook:" in said and "classmate:" in said, said  # it ran, and each attempt failed
     db = sqlite3.connect(course_dir / "gradebook.db")
     tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
     names = {row[0] for row in db.execute("select first_name from student")}
