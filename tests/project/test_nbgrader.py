@@ -541,6 +541,24 @@ def test_the_pipeline_executes_no_notebook(graded):
         assert counts and set(counts) == {None}, path
 
 
+def test_a_failed_trusted_grade_writes_no_score(graded, tmp_path, monkeypatch):
+    """nbgrader gives an unexecuted test cell full marks, so the step must stop before nbgrader
+    runs when the trusted grade fails: the gradebook and the autograded notebooks stay as they were."""
+    from autograder.nbgrader import pipeline as steps
+
+    course_dir = shutil.copytree(graded["dir"], tmp_path / "course")
+    before = {p: p.read_bytes() for p in [course_dir / "gradebook.db", *course_dir.glob("autograded/*/*/*.ipynb")]}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("grading failed (exit 3): the grader's own crash")
+
+    monkeypatch.setattr(steps.rescore, "grade_sources", broken)
+    monkeypatch.setattr(steps, "run_nbgrader", lambda *a, **k: pytest.fail("nbgrader ran after a failed trusted grade"))
+    with pytest.raises(steps.PipelineError, match="the grader's own crash"):
+        steps.step_autograde(COURSE, course_dir, UNITS)
+    assert {p: p.read_bytes() for p in before} == before
+
+
 def test_a_kernel_reaches_neither_the_grader_nor_a_classmate(graded):
     """A plain ``nbgrader autograde`` executes erin's notebook in the sandboxed kernel: her scratch
     loop is interrupted at the cell time limit, her next cell still runs, and its attack on the
