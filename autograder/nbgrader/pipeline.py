@@ -339,18 +339,21 @@ def trusted_outputs(course_dir: Path, layouts: dict, results: dict, key: str) ->
 
 def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     """The trusted grade, then nbgrader autograde executing no notebook, then the trusted
-    points and reports into the gradebook and the autograded notebooks; returns timings and scores.
+    points and reports into the gradebook and the autograded notebooks; returns the scores
+    and the results.
 
-    The trusted grade comes first, so a failure there stops the step before nbgrader writes
-    anything (nbgrader gives an unexecuted test cell all its points)."""
+    nbgrader gives an unexecuted test cell all its points, so none of them may stand: the
+    trusted grade comes first (a failure there stops the step before nbgrader writes
+    anything), and its points are written even when nbgrader stops half-way."""
     db_url = "sqlite:///" + str(course_dir / "gradebook.db")
     layouts, files = extract_files(course, course_dir, units)
     if not files:
         print("nothing to autograde: submitted/ is empty")
         return {"scores": {}}
     started = time.perf_counter()
+    present = [u for u in units if any(u in handed for handed in files.values())]
     try:
-        graded = rescore.grade_sources(course, files, units)
+        graded = rescore.grade_sources(course, files, present)
     except RuntimeError as error:
         raise PipelineError(str(error)) from None
     trusted_done = time.perf_counter() - started
@@ -358,11 +361,13 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     key = course.brand.metadata_key
     points = trusted_points(layouts, results, key)
     saved = _snapshot(db_url, [(s, u) for s, us in files.items() for u in us])
-    for pattern in patterns(course_dir, units):
-        if pattern == "*" or students(course_dir, pattern):
-            # No kernel: every output of an autograded notebook is replaced by the trusted report.
-            run_nbgrader(course_dir, "autograde", pattern, "--force", "--Execute.enabled=False", per_student=True)
-    scores = write_points(db_url, points, saved)
+    try:
+        for pattern in patterns(course_dir, units):
+            if pattern == "*" or students(course_dir, pattern):
+                # No kernel: every output of an autograded notebook is replaced by the trusted report.
+                run_nbgrader(course_dir, "autograde", pattern, "--force", "--Execute.enabled=False", per_student=True)
+    finally:
+        scores = write_points(db_url, points, saved)
     trusted_outputs(course_dir, layouts, results, key)
     n_notebooks = sum(len(us) for us in files.values())
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)

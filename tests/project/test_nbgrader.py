@@ -559,6 +559,33 @@ def test_a_failed_trusted_grade_writes_no_score(graded, tmp_path, monkeypatch):
     assert {p: p.read_bytes() for p in before} == before
 
 
+def test_nbgrader_stopping_half_way_leaves_only_trusted_points(graded, tmp_path, monkeypatch):
+    """nbgrader gives an unexecuted test cell all its points: when it stops after recording the
+    notebooks, the trusted points are written all the same (here every student's trusted grade is
+    the stubs', zero), so none of nbgrader's full marks stand."""
+    from nbgrader.api import Gradebook
+
+    from autograder.nbgrader import pipeline as steps
+
+    course_dir = shutil.copytree(graded["dir"], tmp_path / "course")
+    zero = graded["cli"]["stubs"]
+    monkeypatch.setattr(steps.rescore, "grade_sources", lambda course, files, units: dict.fromkeys(files, zero))
+
+    def stops_half_way(*args, **kwargs):
+        run_nbgrader(*args, **kwargs)
+        raise steps.PipelineError("nbgrader stopped half-way")
+
+    monkeypatch.setattr(steps, "run_nbgrader", stops_half_way)
+    with pytest.raises(steps.PipelineError, match="half-way"):
+        steps.step_autograde(COURSE, course_dir, ["attention"])
+    tests = [gid for gid in steps._grade_cells(extract.read_notebook(course_dir / "source" / "attention" / "attention.ipynb"),
+                                                 COURSE.brand.metadata_key)]
+    with Gradebook("sqlite:///" + str(course_dir / "gradebook.db")) as gb:
+        scores = {(student, gid): gb.find_grade(gid, "attention", "attention", student).auto_score
+                  for student in ("good", "erin") for gid in tests}
+    assert tests and set(scores.values()) == {0.0}, scores
+
+
 def test_a_kernel_reaches_neither_the_grader_nor_a_classmate(graded):
     """A plain ``nbgrader autograde`` executes erin's notebook in the sandboxed kernel: her scratch
     loop is interrupted at the cell time limit, her next cell still runs, and its attack on the
