@@ -167,7 +167,7 @@ def make_students(course_dir: Path, inbox: Path, attacked: Path) -> None:
                 "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    warnings.warn('softmax: a harmless warning', UserWarning)\n", 1)
         # good and stubs hand in every unit; the others' cases are in attention, the only notebook
         # they hand in (and the cheat's kernel killer), so nbgrader also meets notebooks never
-        # handed in. Every notebook costs a kernel and a unit's grade: 31 of them took 230 s in CI.
+        # handed in. Every notebook costs a unit's grade: 31 of them took 230 s in CI, with kernels.
         buggy = fill(release, source, unit, bug=True) if unit == "attention" else None
         cheat = fill(release, source, unit, bug=True) if unit == "attention" else copy.deepcopy(release)
         if unit == "attention":
@@ -578,8 +578,8 @@ def test_nbgrader_stopping_half_way_leaves_only_trusted_points(graded, tmp_path,
     monkeypatch.setattr(steps, "run_nbgrader", stops_half_way)
     with pytest.raises(steps.PipelineError, match="half-way"):
         steps.step_autograde(COURSE, course_dir, ["attention"])
-    tests = [gid for gid in steps._grade_cells(extract.read_notebook(course_dir / "source" / "attention" / "attention.ipynb"),
-                                                 COURSE.brand.metadata_key)]
+    layout = extract.read_notebook(course_dir / "source" / "attention" / "attention.ipynb")
+    tests = list(steps._grade_cells(layout, COURSE.brand.metadata_key))
     with Gradebook("sqlite:///" + str(course_dir / "gradebook.db")) as gb:
         scores = {(student, gid): gb.find_grade(gid, "attention", "attention", student).auto_score
                   for student in ("good", "erin") for gid in tests}
