@@ -43,7 +43,7 @@ from autograder.authoring import notebook
 from autograder.authoring.lesson import languages
 from autograder.authoring.rubric import rubric
 from autograder.nbgrader import extract
-from autograder.nbgrader.pipeline import run_nbgrader
+from autograder.nbgrader import pipeline as steps
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
 
@@ -272,7 +272,7 @@ def _grade_class(tmp: Path) -> dict:
     log = pipeline(course_dir, "all", str(inbox), "-o", str(tmp / "grades.csv")).stdout
     seconds = time.perf_counter() - started
     shutil.copytree(course_dir, kernels)
-    run_nbgrader(kernels, "autograde", "attention", "--student", "erin", "--force", f"--Execute.timeout={CELL_TIMEOUT}")
+    steps.run_nbgrader(kernels, "autograde", "attention", "--student", "erin", "--force", f"--Execute.timeout={CELL_TIMEOUT}")
     _, err = reference.communicate(timeout=1800)
     assert reference.returncode == 0, err[-3000:]
     cli = dict(zip(folders, json.loads(out.read_text(encoding="utf-8"))))
@@ -544,8 +544,6 @@ def test_the_pipeline_executes_no_notebook(graded):
 def test_a_failed_trusted_grade_writes_no_score(graded, tmp_path, monkeypatch):
     """nbgrader gives an unexecuted test cell full marks, so the step must stop before nbgrader
     runs when the trusted grade fails: the gradebook and the autograded notebooks stay as they were."""
-    from autograder.nbgrader import pipeline as steps
-
     course_dir = shutil.copytree(graded["dir"], tmp_path / "course")
     before = {p: p.read_bytes() for p in [course_dir / "gradebook.db", *course_dir.glob("autograded/*/*/*.ipynb")]}
 
@@ -565,14 +563,14 @@ def test_nbgrader_stopping_half_way_leaves_only_trusted_points(graded, tmp_path,
     the stubs', zero), so none of nbgrader's full marks stand."""
     from nbgrader.api import Gradebook
 
-    from autograder.nbgrader import pipeline as steps
-
     course_dir = shutil.copytree(graded["dir"], tmp_path / "course")
     zero = graded["cli"]["stubs"]
     monkeypatch.setattr(steps.rescore, "grade_sources", lambda course, files, units: dict.fromkeys(files, zero))
 
+    real = steps.run_nbgrader
+
     def stops_half_way(*args, **kwargs):
-        run_nbgrader(*args, **kwargs)
+        real(*args, **kwargs)
         raise steps.PipelineError("nbgrader stopped half-way")
 
     monkeypatch.setattr(steps, "run_nbgrader", stops_half_way)
