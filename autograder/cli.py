@@ -322,7 +322,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    course = load_course()
+    try:
+        course = load_course()
+    except FileNotFoundError as error:  # no manifest, so no program name from it: the one run
+        print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)
+        return 2
     # Pass-through commands parse their own arguments.
     if argv and argv[0] == "nbgrader":
         from autograder.nbgrader.pipeline import main as nbgrader_main

@@ -90,6 +90,8 @@ def find_root(start: Path | None = None) -> Path:
 
 def load_course(root: Path | None = None) -> Course:
     root = (root or find_root()).resolve()
+    if not (root / MANIFEST).is_file():
+        raise FileNotFoundError(f"no {MANIFEST} in {root}" + (f" (named by ${ROOT_ENV})" if os.environ.get(ROOT_ENV) else ""))
     data = tomllib.loads((root / MANIFEST).read_text(encoding="utf-8"))
     paths = data["paths"]
     units = {

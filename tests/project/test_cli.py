@@ -30,8 +30,9 @@ def test_json_result_model():
 def test_grades_are_deterministic_across_runs(tmp_path):
     mutant = next(m for m in mutants.load("attention") if m["name"] == "mask_after_softmax")
     paths = [COURSE.solutions, mutants.write("attention.py", mutant, tmp_path / "m")]
-    first = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
-    second = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json").stdout
+    # Two new interpreters: each its own hash seed, as two graders' runs would have.
+    first = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json", fresh=True).stdout
+    second = attn_course("grade", *map(str, paths), "--unit", "attention", "--format", "json", fresh=True).stdout
     assert first == second
 
 
@@ -53,7 +54,7 @@ def test_jobs_grade_as_one_process_does(tmp_path):
 def test_every_message_is_the_same_on_every_run():
     """The stubs fail every test of every unit, so every message shows its case (inputs included):
     a test that drew its inputs from torch's unseeded global generator shows other ones each run."""
-    runs = [attn_course("grade", str(COURSE.assignments), "--format", "json").stdout for _ in range(2)]
+    runs = [attn_course("grade", str(COURSE.assignments), "--format", "json", fresh=True).stdout for _ in range(2)]
     assert "reproduce: " in runs[0]
     assert runs[0] == runs[1]
 
@@ -140,6 +141,8 @@ def test_bad_submissions_cost_only_their_unit(tmp_path):
 def test_exit_codes(tmp_path):
     assert attn_course("grade", str(tmp_path / "nowhere"), check=False).returncode == 2
     assert attn_course("grade", "solutions", "--unit", "no_such_unit", check=False).returncode == 2
+    nowhere = attn_course("grade", "solutions", check=False, env={"AUTOGRADER_COURSE_ROOT": str(tmp_path / "no_course")})
+    assert nowhere.returncode == 2 and "course.toml" in nowhere.stderr and "Traceback" not in nowhere.stderr, nowhere.stderr
     # A course whose own test breaks the conventions is a grader failure, not a zero.
     course = tmp_path / "course_root"
     shutil.copytree(ROOT / "course", course / "course")
@@ -157,3 +160,19 @@ def test_exit_codes(tmp_path):
 def test_unit_filter_limits_the_run():
     (result,) = grade_json([COURSE.solutions], ["attention"])
     assert list(result["units"]) == ["attention"]
+
+
+def test_the_warm_runner_reports_what_a_new_interpreter_reports(tmp_path):
+    """The tests run `attn-course` forked from a warm interpreter (conftest's ``attn_course``,
+    ``cli_runner``): for the same command, its exit code, stdout and stderr are a new
+    interpreter's, whether the command fails on its arguments, grades in process, or reads its
+    course root from the environment given."""
+    commands = [
+        (("grade", str(tmp_path / "nowhere")), None),
+        (("grade", "assignments", "--unit", "attention", "--no-sandbox", "--format", "json"), None),
+        (("grade", "solutions", "--unit", "attention"), {"AUTOGRADER_COURSE_ROOT": str(tmp_path / "no_course")}),
+    ]
+    for args, env in commands:
+        warm, fresh = attn_course(*args, check=False, env=env), attn_course(*args, check=False, env=env, fresh=True)
+        assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr), args
+    assert warm.returncode == 2 and "no_course" in warm.stderr

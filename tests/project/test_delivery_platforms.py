@@ -230,8 +230,7 @@ def test_points_agree_across_cli_gradescope_prairielearn_classroom_and_batch(tmp
         assert _points(pl_tests, key=lambda t: t["name"].removeprefix(f"{title}: ")) == want, f"{case}: PrairieLearn"
         # Classroom: the public part, which Gradescope shows as visible.
         output = tmp_path / f"{case}.github_output"
-        subprocess.run([sys.executable, "-m", "autograder.cli", "check", unit, "--path", str(subs / case),
-                        "--format", "classroom", "-o", str(output)], cwd=ROOT, check=True, capture_output=True)
+        attn_course("check", unit, "--path", str(subs / case), "--format", "classroom", "-o", str(output))
         payload = json.loads(base64.b64decode(dict(line.split("=", 1) for line in output.read_text().splitlines())[unit]))
         visible = _points(t for t in counted if t["visibility"] == "visible")
         assert visible and _points(payload["tests"]) == visible, f"{case}: Classroom"

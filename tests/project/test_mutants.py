@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import mutants
-from conftest import ROOT
+from conftest import ROOT, attn_course
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
@@ -144,13 +144,12 @@ def test_repro_rebuilds_a_failure(catalogue, unit, tmp_path):
                            tmp_path / name)
     args = _reproduce_command(test["output"])
     assert args[:3] == ["repro", unit, test["id"].split("::")[1]], args[:3]
-    cli = [sys.executable, "-m", "autograder.cli", *args]
-    run = subprocess.run([*cli, "--path", str(mutant)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    run = attn_course(*args, "--path", str(mutant), check=False, timeout=120)
     assert run.returncode == 1 and "differ" in run.stdout, (name, test["output"][:400], run.stdout[-1500:], run.stderr[-1500:])
-    fixed = subprocess.run([*cli, "--path", str(COURSE.solutions)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    fixed = attn_course(*args, "--path", str(COURSE.solutions), check=False, timeout=120)
     assert fixed.returncode == 0 and "equal within" in fixed.stdout, (name, fixed.stdout[-1500:], fixed.stderr[-1500:])
     # The same case as a script, run where the stubs' package holds the mutant, then the reference.
-    script = subprocess.run([*cli, "--snippet"], capture_output=True, text=True, timeout=120, cwd=ROOT, check=True).stdout
+    script = attn_course(*args, "--snippet", timeout=120).stdout
     for folder, ok in ((mutant, False), (COURSE.solutions, True)):
         home = tmp_path / f"as-student-{ok}"
         shutil.copytree(folder, home / COURSE.assignments.name)
