@@ -23,8 +23,8 @@ def attn_course(*args: str, check: bool = True, env: dict | None = None, fresh: 
     """Run ``attn-course`` as a user would (``python -m autograder.cli`` in the project's folder).
 
     By default in a child of a warm interpreter that has imported torch, pytest and hypothesis
-    (``cli_runner``: 2.5 s less per run); ``fresh`` starts a new interpreter, for a test whose
-    point is a new process each run (its own hash seed).
+    (``cli_runner``: up to 2.5 CPU-s less a run); ``fresh`` starts a new interpreter, for a test
+    whose point is a new process each run (its own hash seed).
     """
     environment = {**os.environ, **(env or {})}
     if fresh:
