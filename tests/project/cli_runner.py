@@ -15,8 +15,10 @@ imports no torch in its parent, and the grading processes it starts are new inte
 as in use. The whole suite: 2,082 CPU-s busy before, 1,977 after.
 
 What a fork does not give: every child of one test process shares its forkserver's hash
-seed. A test whose point is a new interpreter per run (two runs that must agree whatever
-the hash seed) asks :func:`conftest.attn_course` for ``fresh=True``.
+seed, and what the interpreter reads from the environment as it starts (``PYTHONPATH``,
+``PYTHONHASHSEED``) is the forkserver's. A test whose point is a new interpreter per run (two
+runs that must agree whatever the hash seed), or that sets such a variable, asks
+:func:`conftest.attn_course` for ``fresh=True``.
 """
 from __future__ import annotations
 
