@@ -22,6 +22,7 @@ runs that must agree whatever the hash seed), or that sets such a variable, asks
 """
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -33,37 +34,34 @@ import tempfile
 # first meta-device operator imports torch._dynamo, 1.3 CPU-s, as the sandbox's zygote warms it).
 PRELOAD = ["torch", "torch._dynamo", "numpy", "pytest", "_pytest.python", "hypothesis", "rich.console"]
 
-_context = None
-_base_path: list[str] = []
 
-
+@functools.cache
 def _forkserver():
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
-        # What `python -m` puts after its first entry (the current folder), asked of a new interpreter.
-        _base_path[:] = json.loads(subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:]))"],
-                                                  capture_output=True, text=True, check=True).stdout)
-    return _context
+    """The forkserver's context, and what `python -m` puts on ``sys.path`` after its first entry
+    (the current folder), asked of a new interpreter once."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    base_path = json.loads(subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:]))"],
+                                          capture_output=True, text=True, check=True).stdout)
+    return context, base_path
 
 
 def run(args: list[str], *, cwd, env: dict, timeout: float) -> subprocess.CompletedProcess:
     """``python -m autograder.cli *args`` in ``cwd`` with ``env``, as :func:`subprocess.run` with
     ``capture_output=True, text=True`` would report it (``TimeoutExpired`` past ``timeout``)."""
-    context = _forkserver()
+    context, base_path = _forkserver()
+    command = [sys.executable, "-m", "autograder.cli", *args]
     with tempfile.TemporaryDirectory(prefix="attn-cli-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        child = context.Process(target=_child, args=(list(args), str(cwd), dict(env), list(_base_path), out, err))
+        child = context.Process(target=_child, args=(list(args), str(cwd), dict(env), base_path, out, err))
         child.start()
         child.join(timeout)
         if child.exitcode is None:
             child.kill()
             child.join()
-            raise subprocess.TimeoutExpired([sys.executable, "-m", "autograder.cli", *args], timeout)
+            raise subprocess.TimeoutExpired(command, timeout)
         with open(out, encoding="utf-8") as stdout, open(err, encoding="utf-8") as stderr:
-            return subprocess.CompletedProcess([sys.executable, "-m", "autograder.cli", *args], child.exitcode,
-                                               stdout.read(), stderr.read())
+            return subprocess.CompletedProcess(command, child.exitcode, stdout.read(), stderr.read())
 
 
 def _child(args: list[str], cwd: str, env: dict, base_path: list[str], out: str, err: str) -> None:
@@ -84,10 +82,12 @@ def _child(args: list[str], cwd: str, env: dict, base_path: list[str], out: str,
     try:
         runpy.run_module("autograder.cli", run_name="__main__", alter_sys=True)
         code = 0
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        if not isinstance(stop.code, (int, type(None))):
+    except SystemExit as stop:  # as the interpreter reads it: a number, None for 0, anything else printed, 1
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
             print(stop.code, file=sys.stderr)
+            code = 1
     except BaseException:  # noqa: BLE001 - as the interpreter does: the traceback, then exit 1
         traceback.print_exc()
         code = 1
