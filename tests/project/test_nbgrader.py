@@ -262,11 +262,13 @@ def _grade_class(tmp: Path) -> dict:
     inbox = tmp / "inbox"
     kernels = tmp / "kernels"  # the copy of the course that the plain nbgrader run executes erin's notebook in
     make_students(course_dir, inbox, kernels)
-    # The CLI's own verdict on the same code, graded meanwhile.
+    # The CLI's own verdict on the same code, graded meanwhile, in one process: the pipeline's grade
+    # keeps the other core busy, and each of --jobs' groups would start torch and a zygote again
+    # (test_cli.py::test_jobs_grade_as_one_process_does shows the result is the same).
     folders = reference_folders(tmp / "reference")
     out = tmp / "reference.json"
     command = [sys.executable, "-m", "autograder.cli", "grade", *map(str, folders.values()), "--format", "json",
-               "-o", str(out), *[a for u in UNITS for a in ("--unit", u)]]
+               "--jobs", "1", "-o", str(out), *[a for u in UNITS for a in ("--unit", u)]]
     reference = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     started = time.perf_counter()
     log = pipeline(course_dir, "all", str(inbox), "-o", str(tmp / "grades.csv")).stdout
