@@ -3,8 +3,8 @@
 # multi-GB CUDA build), then the package and its tools. Both go through uv, which
 # leaves the torch already there alone (it satisfies torch>=2.4) and installs the
 # same packages as pip in a fraction of the time: CI installs on every run. A clean
-# clone's `make install`, cold caches: 39 s with every package's bytecode written,
-# 44 s before (torch through pip, the rest without bytecode).
+# clone's `make install`: 39 s with every package's bytecode written and uv's cache cold;
+# 44 s before (torch through pip, the rest without bytecode), with uv's cache warm.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
