@@ -20,6 +20,9 @@ One zygote process per grading run imports torch once and forks each worker
 in milliseconds (about 30 ms to start one, 12 ms to stop it here), so
 sandboxing costs little more than the pipes. It keeps one worker alive at a
 time: every process of a submission is gone before the next one is graded.
+While a worker lives, it and the thread that talks to it share one CPU
+(:class:`~autograder.sandbox.zygote.CpuLease`): they take turns, and handing
+each call across CPUs cost more than the call itself.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from autograder.core.uploads import SubmissionError, walk
 from autograder.sandbox.inside import transport
 from autograder.sandbox.inside.limits import rlimits
 from autograder.sandbox.zygote import (
-    INSIDE, STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, SandboxError, UidLease, Pool, wait_readable, kill_uid,
+    INSIDE, STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, CpuLease, SandboxError, UidLease, Pool, wait_readable, kill_uid,
 )
 
 CRASHES_PER_TEST = 2  # worker losses in one test before its further calls fail at once
@@ -139,6 +142,7 @@ class SandboxSubject:
         self._worker = None  # (id, req_w, rep_r, out_r)
         self._worker_unit: str | None = None
         self._cgroups: Cgroups | None = None
+        self._cpu: CpuLease | None = None  # held while a worker lives
         self._unit_dir: Path | None = None
         self._reader = transport.FrameReader()
         self._redactor = redact.for_course(course)  # no stand-in text reaches a report
@@ -262,11 +266,13 @@ class SandboxSubject:
             pool = self._pool
             self._unit_dir = self._unit_folder(unit)
             self._cgroups = Cgroups(f"attn-{os.getpid()}-{id(self):x}-{unit}", memory=self.memory)
+            self._cpu = CpuLease()
             cgroup_fds = self._cgroups.procs_fds()
             box = pool.inside(self._box)
             spawn = {"unit": unit, "box": str(INSIDE / "box") if pool.mode == "full" else box, "source": box,
                      "unit_dir": pool.inside(self._unit_dir), "uid": self.uid, "isolate": self.isolate,
-                     "timeout": self.timeout, "limits": rlimits(self.cpu_limit, self.uid is not None)}
+                     "timeout": self.timeout, "limits": rlimits(self.cpu_limit, self.uid is not None),
+                     "cpu": self._cpu.cpu}
             try:
                 self._worker = pool.spawn(self, spawn, cgroup_fds)
             finally:
@@ -287,6 +293,9 @@ class SandboxSubject:
 
     def stop_worker(self) -> None:
         """Kill the worker and every process it started; remove its cgroups and stand-ins."""
+        if self._cpu is not None:  # (also when the worker never started)
+            self._cpu.release()
+            self._cpu = None
         if self._worker is None:
             return
         wid, req_w, rep_r, out_r = self._worker

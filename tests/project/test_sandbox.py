@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from conftest import ROOT
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 from autograder.sandbox.host import SandboxSubject
+from autograder.sandbox import zygote
 from autograder.sandbox.zygote import isolation_mode, landlock_abi, processes_of
 from autograder.core.protocol import Call, New, Result, StudentError
 
@@ -552,6 +554,47 @@ def test_output_is_captured_and_capped(tmp_path):
         subject.begin("t1")
         subject.run(Call("attention", "softmax", (torch.zeros(2),)))
         assert 0 < len(subject.captured["t1"]) <= 64 << 10
+
+
+def test_a_worker_shares_one_cpu_with_its_grader_and_two_graders_spread(tmp_path, monkeypatch):
+    """Each worker runs on the one CPU its grader's thread is held to while the worker lives
+    (they take turns), a concurrent grader gets another CPU, and closing gives each thread
+    back every CPU it had."""
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("one CPU here: nothing to choose")
+    monkeypatch.setattr(zygote, "CPU_LOCKS", tmp_path / "cpus")  # the other tests' graders hold CPUs too
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "attention.py").write_text(
+        "import os, torch\ndef softmax(x, dim=-1):\n    return torch.tensor(sorted(os.sched_getaffinity(0)))\n",
+        encoding="utf-8")
+    seen, held, done = {}, threading.Event(), threading.Event()
+
+    def grade(name: str, hold: bool) -> None:
+        with SandboxSubject(COURSE, folder) as subject:
+            seen[name] = subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist()
+            seen[name + " thread"] = sorted(os.sched_getaffinity(0))
+            if hold:  # keep the worker, and so the CPU, while the other grader runs
+                held.set()
+                done.wait(120)
+        seen[name + " after"] = os.sched_getaffinity(0)
+
+    # A thread starts with the CPUs of the one that starts it: here, all of them.
+    first = threading.Thread(target=grade, args=("first", True))
+    second = threading.Thread(target=grade, args=("second", False))
+    first.start()
+    try:
+        assert held.wait(120), "the first grader never ran"
+        second.start()
+        second.join(120)
+    finally:
+        done.set()
+        first.join(120)
+    assert seen["first"] == seen["first thread"] and len(seen["first"]) == 1
+    assert seen["second"] == seen["second thread"] and len(seen["second"]) == 1
+    assert seen["second"] != seen["first"]
+    assert seen["first after"] == seen["second after"] == allowed == os.sched_getaffinity(0)
 
 
 # -- the wire format ---------------------------------------------------------------------------
