@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -299,19 +300,32 @@ class CpuLease:
         self.cpu: int | None = cpus[0] if len(cpus) == 1 else None
         if self.cpu is not None:
             return
-        CPU_LOCKS.mkdir(mode=0o700, exist_ok=True)
+        try:
+            CPU_LOCKS.mkdir(mode=0o700, exist_ok=True)
+            info = os.lstat(CPU_LOCKS)
+        except OSError:
+            return
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return  # another user's (or a planted link): no lease, the scheduler places the pair
         start = os.getpid() % len(cpus)
         for slot in range(self.SLOTS):
             for i in range(len(cpus)):
                 cpu = cpus[(start + i) % len(cpus)]
-                fd = os.open(CPU_LOCKS / f"{cpu}-{slot}", os.O_CREAT | os.O_RDWR, 0o600)
+                try:
+                    fd = os.open(CPU_LOCKS / f"{cpu}-{slot}", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+                except OSError:
+                    continue
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     os.close(fd)
                     continue
+                try:
+                    os.sched_setaffinity(0, {cpu})
+                except OSError:  # the CPU went away (a cpuset changed): leave it to the scheduler
+                    os.close(fd)
+                    return
                 self.cpu, self._fd = cpu, fd
-                os.sched_setaffinity(0, {cpu})
                 return
 
     def release(self) -> None:

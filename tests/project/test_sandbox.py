@@ -597,6 +597,20 @@ def test_a_worker_shares_one_cpu_with_its_grader_and_two_graders_spread(tmp_path
     assert seen["first after"] == seen["second after"] == allowed == os.sched_getaffinity(0)
 
 
+def test_a_planted_cpu_lock_folder_is_not_followed(tmp_path, monkeypatch):
+    """The CPU locks live in /tmp: a link planted there, or another user's folder, means no
+    lease (the scheduler places the pair), never a file made where the link points."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: no lock is taken")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    monkeypatch.setattr(zygote, "CPU_LOCKS", tmp_path / "cpus")
+    (tmp_path / "cpus").symlink_to(target)
+    lease = zygote.CpuLease()
+    assert lease.cpu is None and not any(target.iterdir())
+    lease.release()
+
+
 # -- the wire format ---------------------------------------------------------------------------
 
 def _roundtrip(values: dict) -> dict:
