@@ -252,6 +252,19 @@ def kill_uid(uid: int, wait: float = 3.0) -> bool:
         time.sleep(0.005)
 
 
+def _try_lock(path: Path) -> int | None:
+    """An open descriptor holding ``path``'s exclusive ``flock`` (freed when this process
+    dies), or None while another holder has it. A file that cannot be opened (a link
+    included) raises OSError."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 class UidLease:
     """A worker uid no other grader on this machine uses while we hold its lock."""
 
@@ -260,11 +273,8 @@ class UidLease:
         start = UID_MIN + (os.getpid() * 97) % (UID_MAX - UID_MIN)
         for i in range(UID_MAX - UID_MIN):
             uid = UID_MIN + (start - UID_MIN + i) % (UID_MAX - UID_MIN)
-            fd = os.open(UID_LOCKS / str(uid), os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
+            fd = _try_lock(UID_LOCKS / str(uid))
+            if fd is None:
                 continue
             self.uid, self._fd = uid, fd
             kill_uid(uid)  # left over from a grader that died
@@ -312,13 +322,10 @@ class CpuLease:
             for i in range(len(cpus)):
                 cpu = cpus[(start + i) % len(cpus)]
                 try:
-                    fd = os.open(CPU_LOCKS / f"{cpu}-{slot}", os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+                    fd = _try_lock(CPU_LOCKS / f"{cpu}-{slot}")
                 except OSError:
                     continue
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)
+                if fd is None:
                     continue
                 try:
                     os.sched_setaffinity(0, {cpu})
