@@ -1,6 +1,8 @@
 """Grade a whole class: one sub-folder or zip per student.
 
-Students are graded in chunks by parallel grader processes (``jobs``); each
+Students are graded in chunks by ``jobs`` threads, each with a grader process
+of its own (:mod:`autograder.grading.serve`) that grades its chunks one after
+another, so the process's start-up is paid once per thread. Each
 student's result is written atomically as soon as its chunk finishes, with
 the hash of what was handed in, so an interrupted batch resumes where it
 stopped and never grades the same submission twice. The gradebook and the
@@ -9,7 +11,8 @@ summary are rebuilt from the per-student files at the end.
 Whatever one upload does, the others are graded (decisions, README "a whole class"):
   * every chunk runs under a wall-clock budget (``student_budget`` seconds per
     student in it); a chunk that fails or runs out of time is graded again one
-    student at a time, so only the culprit gets the failure;
+    student at a time, so only the culprit gets the failure, and its grader
+    process is replaced by a fresh one, so nothing of a failure carries over;
   * a grader failure is never final: the next run grades that student again.
     A status of the upload itself (a corrupt zip, no unit files) is final for
     that exact upload, since grading the same bytes again gives the same status;
@@ -25,13 +28,16 @@ import hashlib
 import json
 import math
 import os
+import queue
 import resource
+import select
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -47,7 +53,7 @@ from autograder.delivery.atomic import atomic_write
 from autograder.delivery.formats import gradebook_csv, to_markdown
 from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
 
-CHUNK = 5  # students per grader process at most: amortizes its start-up, bounds what a crash can cost
+CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
 STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed
 DIGEST_BYTES = 4 * MAX_ZIP_BYTES  # bytes of an upload read for its digest, at most
 
@@ -134,52 +140,99 @@ def _one_line(text: str, limit: int = 300) -> str:
     return " ".join(text.split())[-limit:]
 
 
+class _Server:
+    """One grader process (:mod:`autograder.grading.serve`) that grades its batch thread's chunks
+    one after another, so its start-up (imports and zygote, more CPU than a student's grade) is
+    paid once per thread, not once per chunk."""
+
+    def __init__(self, course: Course, units: list[str] | None):
+        self.log = tempfile.TemporaryFile()  # a file, not a pipe: nothing to fill while we wait
+        # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.grading.serve", *(units or [])], cwd=course.root,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, bufsize=0, start_new_session=True,
+            env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(course.root), "AUTOGRADER_SERVE_PARENT": str(os.getpid())})
+        self._buffer = b""
+
+    def grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
+        """None once ``report`` holds the results; else why not (the process is then useless)."""
+        request = json.dumps({"folders": [str(p) for p in paths], "report": str(report)}) + "\n"
+        try:
+            self.proc.stdin.write(request.encode())
+        except OSError:
+            return self._ended()
+        deadline = time.monotonic() + seconds
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                return f"grader failure (time budget exhausted): grading took longer than its budget ({seconds:g} s)"
+            data = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not data:
+                return self._ended()
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply = json.loads(line)
+        return None if reply.get("ok") else f"grader failure: {_one_line(str(reply.get('error')))}"
+
+    def _ended(self) -> str:
+        code = self.proc.wait()
+        self.log.seek(0)
+        return f"grader failure (exit {code}): {_one_line(self.log.read().decode('utf-8', 'replace'))}"
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the process and whatever it left in its session
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """End of input: the process stops its zygote and exits; killed if it takes long."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
+
+
 class _Runner:
-    """Grades chunks in grader processes of their own sessions, and stops them all on request."""
+    """Grades chunks, each batch thread with a grader process of its own, and stops them all on request."""
 
     def __init__(self, course: Course, out: Path, units: list[str] | None, budget: float):
         self.course, self.out, self.units, self.budget = course, out, units, budget
         self.stopping = threading.Event()
-        self._procs: set[subprocess.Popen] = set()
+        self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
         self._lock = threading.Lock()
 
     def stop(self) -> None:
         self.stopping.set()
         with self._lock:
-            for proc in self._procs:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            for server in self._servers.values():
+                server.kill()
 
-    def _grade(self, paths: list[Path], report: Path, seconds: float) -> tuple[int | None, str]:
-        """Exit code (None: out of time) and stderr of one grader process."""
-        unit_args = [arg for unit in self.units or [] for arg in ("--unit", unit)]
-        # One process per chunk: the batch's --jobs already spreads the chunks over the cores.
-        command = [sys.executable, "-m", "autograder.cli", "grade", *map(str, paths), *unit_args,
-                   "--jobs", "1", "--format", "json", "-o", str(report)]
+    def close(self) -> None:
+        """Stop this thread's grader process, if it has one."""
+        with self._lock:
+            server = self._servers.pop(threading.get_ident(), None)
+        if server is not None:
+            server.close()
+
+    def _grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
+        """None once ``report`` holds the results; else why not."""
         with self._lock:
             if self.stopping.is_set():
-                return None, "stopped"
-            # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
-            proc = subprocess.Popen(command, cwd=self.course.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                    env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(self.course.root)})
-            self._procs.add(proc)
-        try:
-            _, err = proc.communicate(timeout=seconds)
-            return proc.returncode, err
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return None, f"grading took longer than its budget ({seconds:g} s)"
-        finally:
-            with self._lock:
-                self._procs.discard(proc)
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # whatever the grader left in its session
-            except OSError:
-                pass
+                return "stopped"
+            server = self._servers.get(threading.get_ident())
+            if server is None:
+                server = self._servers[threading.get_ident()] = _Server(self.course, self.units)
+        why = server.grade(paths, report, seconds)
+        if why is not None:  # a fresh process for the next chunk: nothing of a failure carries over
+            server.kill()
+            self.close()
+        return why
 
     def chunk(self, chunk: list[Student]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -195,16 +248,15 @@ class _Runner:
 
     def _grade_ready(self, ready: list[tuple[Student, Path]], report: Path) -> None:
         # One student's budget more than the chunk's students, for the grader's own start-up.
-        code, err = self._grade([p for _, p in ready], report, self.budget * (len(ready) + 1))
+        why = self._grade([p for _, p in ready], report, self.budget * (len(ready) + 1))
         if self.stopping.is_set():
             return  # cut short: nothing recorded, the next run grades them
         results = None
-        if code == 0:
+        if why is None:
             try:
-                data = json.loads(report.read_text(encoding="utf-8"))
-                results = [GradeResult.from_dict(r) for r in (data if isinstance(data, list) else [data])]
+                results = [GradeResult.from_dict(r) for r in json.loads(report.read_text(encoding="utf-8"))]
             except (OSError, ValueError, KeyError, TypeError):
-                results = None
+                results, why = None, "grader failure: its report could not be read"
         if results is not None and len(results) == len(ready):
             for (student, _), result in zip(ready, results):
                 result.submission = student.name  # never the temporary path
@@ -213,8 +265,7 @@ class _Runner:
             for one in ready:  # one student's upload broke the chunk: find whose
                 self._grade_ready([one], report)
         else:
-            why = f"exit {code}" if code is not None else "time budget exhausted"
-            _record(self.out, ready[0][0], f"grader failure ({why}): {_one_line(err)}", None, final=False)
+            _record(self.out, ready[0][0], why or "grader failure: a result is missing", None, final=False)
 
 
 def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
@@ -230,22 +281,41 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     for clash in clashes:
         print(f"{course.brand.command}: uploads {', '.join(clash['uploads'])} share the name {clash['name']!r}; "
               f"graded as {', '.join(clash['graded_as'])}", file=sys.stderr)
+    course.select(units)  # an unknown unit: the caller's error, before anything is graded
     todo = [s for s in students if not _done(out, s)]
     runner = _Runner(course, out, units, student_budget)
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             handlers[sig] = signal.signal(sig, lambda *_: runner.stop())
+    chunks, finished = queue.SimpleQueue(), queue.SimpleQueue()
+    for chunk in _chunks(todo, jobs):
+        chunks.put(chunk)
+
+    def work() -> None:  # one batch thread: chunk after chunk, with one grader process
+        try:
+            while not runner.stopping.is_set():
+                try:
+                    chunk = chunks.get_nowait()
+                except queue.Empty:
+                    return
+                runner.chunk(chunk)
+                finished.put(len(chunk))
+        finally:
+            runner.close()
+
     try:
         with Progress(disable=not show_progress) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
             task = progress.add_task("grading", total=len(todo))
-            pending = {pool.submit(runner.chunk, chunk): len(chunk) for chunk in _chunks(todo, jobs)}
-            while pending:
+            threads = [pool.submit(work) for _ in range(min(jobs, chunks.qsize()))]
+            while threads:
                 # A short wait, so the main thread runs its signal handlers at once.
-                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                done, _ = wait(threads, timeout=0.2, return_when=FIRST_COMPLETED)
+                while not finished.empty():
+                    progress.advance(task, finished.get())
                 for future in done:
+                    threads.remove(future)
                     future.result()
-                    progress.advance(task, pending.pop(future))
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

@@ -110,9 +110,34 @@ def _graders_of(pid: int) -> list[int]:
             stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if b"autograder.cli" in cmd and b"grade" in cmd and int(stat[1]) == pid and stat[0] != "Z":
+        if b"autograder.grading.serve" in cmd and int(stat[1]) == pid and stat[0] != "Z":
             found.append(int(entry))
     return found
+
+
+def test_a_grader_process_grades_its_next_chunk_as_a_fresh_one_would(tmp_path):
+    """A batch thread's grader process grades chunk after chunk: what a hostile chunk did must
+    not change the grades of the next (its uploads are from tests/hostile/: results forged on
+    disk, a search of the loaded modules for a correct answer, processes left behind in
+    sessions of their own)."""
+    subs = tmp_path / "subs"
+    hostile = [ROOT / "tests" / "hostile" / n for n in ("forged_results", "sys_modules", "session_children")]
+    mutants.write("attention.py", next(m for m in mutants.load("attention") if m["name"] == "no_scale"), subs / "bob")
+    honest = subs / _honest(subs, "carol")
+    server = subprocess.Popen([sys.executable, "-m", "autograder.grading.serve", "attention"], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    replies = []
+    for i, chunk in enumerate((hostile, [subs / "bob", honest])):
+        server.stdin.write(json.dumps({"folders": [str(p) for p in chunk], "report": str(tmp_path / f"{i}.json")}) + "\n")
+        server.stdin.flush()
+        replies.append(json.loads(server.stdout.readline()))
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0 and replies == [{"ok": True}, {"ok": True}]
+    first = json.loads((tmp_path / "0.json").read_text())
+    assert [r["units"]["attention"]["score"] for r in first] == [0, 0, 0]
+    warm = json.loads((tmp_path / "1.json").read_text())
+    fresh = grade_json([subs / "bob", honest], ["attention"])
+    assert warm == fresh and 0 < warm[0]["score"] < warm[1]["score"] == warm[1]["max_score"]
 
 
 def test_ctrl_c_stops_cleanly_records_nothing_cut_short_and_resumes(tmp_path):

@@ -1,0 +1,80 @@
+"""A grader process that grades one chunk of submissions after another (for a class batch).
+
+Starting a grader costs more than grading a student with it: its imports (torch,
+pytest, hypothesis) and the sandbox's zygote take about 5 CPU-seconds, one
+student of one unit about 2. A batch job (:mod:`autograder.delivery.batch`)
+therefore keeps one of these processes and sends it chunk after chunk::
+
+    python -m autograder.grading.serve [UNIT ...]    # the course from AUTOGRADER_COURSE_ROOT / the cwd
+
+Each line on stdin is a request, ``{"folders": [...], "report": PATH}``: the
+folders are graded together, exactly as ``grade --jobs 1 --format json`` grades
+them (same function, same defaults), the results are written to ``report`` as a
+JSON list, and one line answers on stdout: ``{"ok": true}``, or ``{"error": MESSAGE}``
+when the grader failed. A failure ends the process, so nothing of a failed
+grade (a broken zygote, say) reaches the next chunk: the batch starts a fresh
+one. End of input ends it cleanly (its zygote stopped, its folders removed).
+
+Each grade is its own pytest session, and hypothesis derandomizes each test
+alone, so a chunk's results do not depend on what this process graded before
+(``tests/project/test_batch_hostile.py`` compares them with fresh grades).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from autograder.core.manifest import load_course
+from autograder.grading.errors import GraderError
+from autograder.sandbox.zygote import prestart
+
+
+def main(units: list[str]) -> int:
+    # Replies get a descriptor of their own: whatever else writes to stdout (a library's
+    # warning printed by C code) cannot break a reply line.
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    _die_with(int(os.environ.get("AUTOGRADER_SERVE_PARENT", "0")))
+    course = load_course()
+    try:
+        pool = prestart(course)  # its torch import overlaps ours
+    except OSError as error:
+        return _reply(replies, {"error": f"the sandbox could not start: {error}"})
+    try:
+        from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
+
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                results = grade(course, [Path(f) for f in request["folders"]], units=units or None)
+            except GraderError as error:
+                return _reply(replies, {"error": str(error)})
+            Path(request["report"]).write_text(json.dumps([r.to_dict() for r in results], ensure_ascii=False),
+                                               encoding="utf-8")
+            _reply(replies, {"ok": True})
+        return 0
+    finally:
+        pool.release()
+
+
+def _reply(replies, message: dict) -> int:
+    replies.write(json.dumps(message) + "\n")
+    replies.flush()
+    return 0 if message.get("ok") else 3
+
+
+def _die_with(parent: int) -> None:
+    """End with the batch that started us, even when it was SIGKILLed (no input's end then
+    reaches a grade in progress)."""
+    if parent:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # it died before the line above
+            os._exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
