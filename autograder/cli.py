@@ -180,7 +180,13 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
     units = [u.name for u in course.select(args.units)]
     jobs = min(parallel.usable_cpus() if jobs is None else jobs, len(units))
     if jobs > 1:
-        results = parallel.grade_in_groups(folders, units, jobs, _group_options(options))
+        # One zygote for all the groups' processes (each would start its own); they print its warning.
+        pool = _prestart(course, announce=False) if options.get("sandbox") else None
+        try:
+            results = parallel.grade_in_groups(folders, units, jobs, _group_options(options), pool)
+        finally:
+            if pool is not None:
+                pool.release()
     else:
         results = _grade_here(course, folders, args.units, options)
     _emit(course, results, args)
@@ -210,7 +216,7 @@ def _group_options(options: dict) -> list[str]:
     return forwarded
 
 
-def _prestart(course: Course):
+def _prestart(course: Course, announce: bool = True):
     """The sandbox's zygote, started before grading imports anything heavy (its torch import overlaps ours)."""
     from autograder.sandbox.zygote import prestart
 
@@ -218,7 +224,7 @@ def _prestart(course: Course):
         pool = prestart(course)
     except OSError as error:
         raise GraderError(f"the sandbox could not start: {error}") from None
-    if pool.warning:  # a mode that hides less than full isolation says so, loudly
+    if pool.warning and announce:  # a mode that hides less than full isolation says so, loudly
         print(f"{course.brand.command}: WARNING: {pool.warning}", file=sys.stderr)
     return pool
 

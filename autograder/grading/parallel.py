@@ -3,8 +3,9 @@
 A grade's trusted side (hypothesis, the oracles, the checks) and the sandbox's
 worker take turns on one core, so a grade of all the units leaves the other
 cores idle. Each group here is the CLI's own ``grade --jobs 1`` of the same
-folders on some of the units, in a fresh process with its own sandbox; the
-groups' JSON results are joined unit by unit, in course order. Hypothesis's
+folders on some of the units, in a fresh process that spawns its workers from
+the caller's zygote (one zygote's start-up, about 3 CPU-s, instead of one per
+process); the groups' JSON results are joined unit by unit, in course order. Hypothesis's
 examples are a function of each test alone (derandomized), so a unit's result
 does not depend on which process graded it or with which other units: the
 joined result is the one a single process gives (``tests/project/test_cli.py``
@@ -38,11 +39,14 @@ def groups(units: list[str], jobs: int) -> list[list[str]]:
     return [units[i::jobs] for i in range(jobs)]
 
 
-def grade_in_groups(folders: list[Path], units: list[str], jobs: int, options: list[str]) -> list[GradeResult]:
+def grade_in_groups(folders: list[Path], units: list[str], jobs: int, options: list[str],
+                    pool=None) -> list[GradeResult]:
     """One result per folder, each of ``units`` (in course order) graded by its group's process.
 
     ``options`` are the ``grade`` options every process gets (``--timeout``, ``--seed``,
-    ``--no-sandbox``). A process that fails fails the grade, with its own message.
+    ``--no-sandbox``). With ``pool`` (a sandbox's :class:`~autograder.sandbox.zygote.Pool`),
+    every process spawns its workers from that one zygote. A process that fails fails the
+    grade, with its own message.
     """
     with tempfile.TemporaryDirectory(prefix="attn-grade-") as tmp:
         running = []
@@ -52,8 +56,14 @@ def grade_in_groups(folders: list[Path], units: list[str], jobs: int, options: l
                        *(arg for unit in group for arg in ("--unit", unit)), *options,
                        "--jobs", "1", "--format", "json", "-o", str(out)]
             log = open(Path(tmp) / f"group{i}.log", "w+", encoding="utf-8")  # a file: no pipe to fill
-            running.append((group, out, log, subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                                               stdout=subprocess.DEVNULL, stderr=log)))
+            conn, env = pool.attach() if pool is not None else (None, {})
+            try:
+                running.append((group, out, log, subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                    env={**os.environ, **env}, pass_fds=[conn.fileno()] if conn else [])))
+            finally:
+                if conn is not None:
+                    conn.close()  # the process holds its own copy
         try:
             parts = [_wait(group, out, log, proc) for group, out, log, proc in running]
             warnings = dict.fromkeys(line for _, _, log, _ in running for line in _read(log).splitlines())

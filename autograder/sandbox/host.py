@@ -151,7 +151,8 @@ class SandboxSubject:
         self.warning = self._pool.warning  # what a report should say when the mode hides less
         self._lease = UidLease() if os.geteuid() == 0 and self.mode != "plain" else None
         self.uid = self._lease.uid if self._lease else None
-        self._box = self._pool.priv / "subs" / f"box-{id(self):x}"
+        # Named by process too: the grading processes of one `grade --jobs N` share the folder.
+        self._box = self._pool.priv / "subs" / f"box-{os.getpid()}-{id(self):x}"
         USED_FOLDERS.append(str(self._pool.priv))
         if self.uid is not None:
             USED_UIDS.append(self.uid)
@@ -245,7 +246,7 @@ class SandboxSubject:
 
     def _unit_folder(self, unit: str) -> Path:
         """A folder with the stand-ins ``unit`` depends on (never its own), for one worker."""
-        folder = self._pool.priv / "units" / f"w-{id(self):x}-{unit}"
+        folder = self._pool.priv / "units" / f"w-{os.getpid()}-{id(self):x}-{unit}"
         # Full mode: only this worker's mount namespace shows it. Otherwise: only its uid may enter.
         folder.mkdir(mode=0o755 if self.mode == "full" else 0o700)
         for rel in self.course.units[unit].stand_ins.values():

@@ -44,6 +44,7 @@ BOXED = ("core", "sandbox/inside")
 UID_MIN, UID_MAX = 3_100_000, 3_200_000  # dedicated worker uids (root only); no passwd entry needed
 UID_LOCKS = Path(tempfile.gettempdir()) / "autograder-sandbox-uids"
 CPU_LOCKS = Path(tempfile.gettempdir()) / "autograder-sandbox-cpus"
+ATTACH = "AUTOGRADER_SANDBOX_ATTACH"  # a grading process's connection to its parent's zygote (Pool.attach)
 STARTUP = 120.0  # seconds for the zygote to import torch (slow on a loaded machine)
 
 
@@ -470,6 +471,9 @@ class Pool:
     It keeps at most one worker alive: before a worker starts for another
     submission (or unit), the previous one is stopped with every process it
     started, so nothing of one submission runs while the next is graded.
+    A grading process this one starts may share the zygote (:meth:`attach`):
+    its own connection, its own workers, one zygote's start-up (about 3 CPU-s:
+    torch and its meta kernels) instead of one each.
     """
 
     _shared: dict[str, "Pool"] = {}
@@ -481,7 +485,8 @@ class Pool:
             key = str(course.root)
             pool = cls._shared.get(key)
             if pool is None or pool.closed:
-                pool = cls._shared[key] = Pool(course)
+                attached = os.environ.pop(ATTACH, None)  # once: a later pool of this process is its own
+                pool = cls._shared[key] = AttachedPool(course, json.loads(attached)) if attached else Pool(course)
             pool.users += 1
             return pool
 
@@ -539,7 +544,7 @@ class Pool:
         config_path.write_text(json.dumps(config), encoding="utf-8")
         argv = ["-I", "-S", str(inner_lib / "autograder" / "sandbox" / "inside" / "worker.py"), str(inner_lib / "zygote.json")]
         command = _bwrap_command(bwrap(), self.priv, executable, argv) if full else [executable, *argv]
-        self.log = open(self.priv / "zygote.log", "w+b")
+        self.log = open(self.priv / "zygote.log", "wb")
         self.proc = subprocess.Popen(
             command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             env=_scrubbed_env(), cwd=str(lib), start_new_session=True, preexec_fn=_die_with_parent,
@@ -549,9 +554,25 @@ class Pool:
         self.sock.setblocking(False)
         self._buffer = b""
         self.exits: dict[int, int] = {}  # worker id -> wait status
-        self.ready = False
+        self.ready = self._eof = False
         self._ids = 0
         self._finalizer = weakref.finalize(self, Pool._shutdown, self.proc, self.sock, self.log, self.priv, self._owner)
+
+    def attach(self) -> tuple[socket.socket, dict[str, str]]:
+        """A connection of its own to this zygote, and the environment, for a grading process this
+        one starts: pass it the socket's descriptor (``pass_fds``) and the environment, then close
+        the socket here. That process's :meth:`acquire` then attaches instead of starting a zygote."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.setblocking(True)
+        try:
+            socket.send_fds(self.sock, [json.dumps({"op": "attach"}).encode() + b"\n"], [ours.fileno()])
+        finally:
+            self.sock.setblocking(False)
+            ours.close()
+        return theirs, {ATTACH: json.dumps({"fd": theirs.fileno(), "priv": str(self.priv), "mode": self.mode})}
+
+    def _ended(self) -> bool:
+        return self.proc.poll() is not None
 
     def _lock_course_tree(self) -> None:
         """Without namespaces, the answers are hidden by mode alone: 0700, root's."""
@@ -587,7 +608,8 @@ class Pool:
             except OSError:
                 data = b""
             if not data:
-                if self.proc.poll() is not None:
+                self._eof = True
+                if self._ended():
                     raise SandboxError(f"the sandbox's zygote stopped: {self._log_tail()}")
                 break
             self._buffer += data
@@ -603,7 +625,7 @@ class Pool:
     def wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP
         while not self.ready:
-            if self.proc.poll() is not None:
+            if self._ended():
                 self.pump()
                 if not self.ready:
                     raise SandboxError(f"the sandbox could not start: {self._log_tail()}")
@@ -613,9 +635,13 @@ class Pool:
             self.pump()
 
     def _log_tail(self) -> str:
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()[-2000:].decode("utf-8", "replace").strip() or f"exit status {self.proc.poll()}"
+        try:
+            with open(self.priv / "zygote.log", "rb") as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - 2000))
+                tail = log.read().decode("utf-8", "replace").strip()
+        except OSError:
+            tail = ""
+        return tail or ("the zygote ended" if self.proc is None else f"exit status {self.proc.poll()}")
 
     def spawn(self, holder, spawn: dict, extra_fds: list[int]) -> tuple[int, int, int, int]:
         """A new worker's (id, request fd, reply fd, output fd); the previous holder's worker is stopped first."""
@@ -642,7 +668,7 @@ class Pool:
 
     def kill(self, wid: int, wait: float = 3.0) -> None:
         """Kill worker ``wid`` and wait (up to ``wait`` s) for the zygote to confirm its end."""
-        if self.closed or self.proc.poll() is not None:
+        if self.closed or self._ended():
             return
         line = json.dumps({"op": "kill", "id": wid}).encode() + b"\n"
         self.sock.setblocking(True)
@@ -676,6 +702,33 @@ class Pool:
         log.close()
         shutil.rmtree(priv, ignore_errors=True)
         os.close(owner)
+
+
+class AttachedPool(Pool):
+    """A grading process's connection to the zygote of the process that started it
+    (:meth:`Pool.attach`). It spawns and kills its own workers there; the zygote, its
+    private folder and their removal stay the starting process's."""
+
+    def __init__(self, course: Course, spec: dict):
+        self.course, self.users, self.closed = course, 0, False
+        self.mode = spec["mode"]
+        self.warning = mode_warning(self.mode)
+        self.holder = None
+        self.priv = Path(spec["priv"])
+        self.proc = None
+        self.sock = socket.socket(fileno=int(spec["fd"]))
+        self.sock.setblocking(False)
+        self._buffer = b""
+        self.exits: dict[int, int] = {}
+        self.ready = self._eof = False
+        self._ids = 0
+        self._finalizer = weakref.finalize(self, self.sock.close)  # the zygote then kills our workers
+
+    def attach(self):
+        raise SandboxError("only the process that started the zygote attaches others to it")
+
+    def _ended(self) -> bool:
+        return self._eof  # the zygote closes our connection only when it ends
 
 
 PREFIX = "autograder-sandbox-"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -545,6 +546,53 @@ def test_closing_leaves_nothing(tmp_path):
     uid, folder = subject.uid, subject._pool.priv
     subject.close()
     assert not leftovers({"uids": [] if uid is None else [uid], "folders": [str(folder)]})
+
+
+def _marked(count: int, grace: float = 10.0) -> list[int]:
+    """The pids of processes carrying MARK, once there are ``count`` of them (or after ``grace`` s)."""
+    deadline = time.monotonic() + grace
+    while True:
+        found = []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if MARK.encode() in cmdline and b"pytest" not in cmdline and state != "Z":
+                found.append(int(entry))
+        if len(found) == count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_a_grading_process_gone_takes_its_workers_and_no_others(tmp_path, monkeypatch):
+    """The grading processes of one `grade --jobs N` share one zygote, each with a connection of
+    its own (Pool.attach). When one goes away (killed over its budget, say), the zygote kills its
+    workers, with what they started, and leaves every other connection's running."""
+    (tmp_path / "attention.py").write_text(
+        f"import subprocess\ndef softmax(x, dim=-1):\n    subprocess.Popen(['sleep', '{MARK}'])\n    return x\n",
+        encoding="utf-8")
+    call = Call("attention", "softmax", (torch.zeros(2),))
+    with SandboxSubject(COURSE, tmp_path) as ours:
+        ours.run(call)
+        conn, env = ours._pool.attach()
+        spec = {**json.loads(env[zygote.ATTACH]), "fd": os.dup(conn.fileno())}  # as the started process gets it
+        conn.close()
+        attached = zygote.AttachedPool(COURSE, spec)
+        attached.users = 1  # released when their subject closes
+        monkeypatch.setattr(zygote.Pool, "acquire", classmethod(lambda cls, course: attached))
+        theirs = SandboxSubject(COURSE, tmp_path)
+        monkeypatch.undo()
+        theirs.run(call)
+        assert len(_marked(2)) == 2, "each worker should have started its sleeper"
+        worker = ours._worker
+        attached.sock.shutdown(socket.SHUT_RDWR)  # the other grading process is gone (as the zygote sees it)
+        assert len(_marked(1)) == 1, "the gone process's worker (and its sleeper) should be killed"
+        ours.run(call)  # ours still answers, from the same worker (which starts a second sleeper)
+        assert ours._worker == worker and len(_marked(2)) == 2
+        theirs.close()
+    assert not _marked(0)
 
 
 def test_output_is_captured_and_capped(tmp_path):

@@ -27,7 +27,10 @@ package (no solutions, no tests, no course data). It is started by
 The zygote (trusted code only; it never imports student code nor reads a
 stand-in) imports torch once, then serves spawn requests from the trusted
 grader over a Unix socket, which also carries the worker's pipes and its
-cgroups' ``cgroup.procs``.
+cgroups' ``cgroup.procs``. The grader may attach more connections (one per
+grading process it starts, :meth:`~autograder.sandbox.zygote.Pool.attach`):
+each connection's workers are its own (ids, kills, exit events), and they are
+killed when it closes; the zygote ends when the first connection closes.
 
 Each worker is forked from the zygote. In full mode it gets its own PID,
 mount and IPC namespaces (killing it kills every process it started; SysV
@@ -302,13 +305,14 @@ def _exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def spawn_worker(spawn: dict, fds: list[int], config: dict, sock: socket.socket) -> int:
+def spawn_worker(spawn: dict, fds: list[int], config: dict, conns) -> int:
     """Fork a worker; returns the pid the zygote tracks (the worker, or its PID-namespace parent)."""
     pid = os.fork()
     if pid:
         return pid
     try:
-        sock.close()
+        for conn in conns:  # no worker ever holds a grader's connection
+            conn.close()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -407,10 +411,14 @@ def zygote(config_path: str) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    workers: dict[int, int] = {}  # tracked pid -> worker id
+    buffers = {sock: b""}  # each grader connection -> what it sent that is not a whole line yet
+    workers: dict[int, tuple[socket.socket, int]] = {}  # tracked pid -> (its connection, worker id)
 
-    def send(message: dict) -> None:
-        sock.sendall(json.dumps(message).encode() + b"\n")
+    def send(conn: socket.socket, message: dict) -> None:
+        try:
+            conn.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:  # an attached grader that went away
+            pass
 
     def reap() -> None:
         while True:
@@ -421,53 +429,69 @@ def zygote(config_path: str) -> None:
             if not pid:
                 return
             if pid in workers:
-                send({"event": "exit", "id": workers.pop(pid), "status": status})
+                conn, wid = workers.pop(pid)
+                send(conn, {"event": "exit", "id": wid, "status": status})
 
-    send({"event": "ready", "pid": os.getpid()})
-    import select
+    def kill(conn: socket.socket, wid: int | None) -> None:
+        """Kill ``conn``'s worker ``wid`` (None: all of its workers)."""
+        for pid, (owner, each) in list(workers.items()):
+            if owner is conn and wid in (None, each):
+                try:
+                    if config["namespaces"]:
+                        os.kill(pid, signal.SIGKILL)
+                    else:
+                        os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        reap()
 
-    buffer = b""
-    while True:
-        ready, _, _ = select.select([sock, wake_r], [], [])
-        if wake_r in ready:
-            os.read(wake_r, 4096)
-            reap()
-        if sock not in ready:
-            continue
+    def serve_one(conn: socket.socket) -> bool:
+        """Read and act on what ``conn`` sent; False once the grader's own connection closed."""
         try:
-            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+            data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 8)
         except InterruptedError:
-            continue
+            return True
+        except OSError:
+            data, fds = b"", []
         if not data:
-            break  # the grader went away
-        buffer += data
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+            if conn is sock:
+                return False  # the grader went away
+            kill(conn, None)  # an attached grading process went away: so do its workers
+            del buffers[conn]
+            conn.close()
+            return True
+        buffers[conn] += data
+        while b"\n" in buffers[conn]:
+            line, buffers[conn] = buffers[conn].split(b"\n", 1)
             message = json.loads(line)
-            if message["op"] == "spawn":
+            if message["op"] == "attach" and conn is sock and len(fds) == 1:
+                attached = socket.socket(fileno=fds.pop())
+                buffers[attached] = b""
+                send(attached, {"event": "ready", "pid": os.getpid()})
+            elif message["op"] == "spawn":
                 spawn = message["spawn"]
                 uid = spawn.get("uid")
                 if uid is not None and not (config["uid_min"] <= uid < config["uid_max"]):
-                    for fd in fds:
-                        os.close(fd)
-                    send({"event": "exit", "id": spawn["id"], "status": 70 << 8})
-                    continue
-                pid = spawn_worker(spawn, fds, config, sock)
-                for fd in fds:
-                    os.close(fd)
-                fds = []
-                workers[pid] = spawn["id"]
+                    send(conn, {"event": "exit", "id": spawn["id"], "status": 70 << 8})
+                else:
+                    workers[spawn_worker(spawn, fds, config, list(buffers))] = (conn, spawn["id"])
             elif message["op"] == "kill":
-                for pid, wid in list(workers.items()):
-                    if wid == message["id"]:
-                        try:
-                            if config["namespaces"]:
-                                os.kill(pid, signal.SIGKILL)
-                            else:
-                                os.killpg(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
-                reap()
+                kill(conn, message["id"])
+            for fd in fds:
+                os.close(fd)
+            fds = []
+        return True
+
+    send(sock, {"event": "ready", "pid": os.getpid()})
+    import select
+
+    while True:
+        ready, _, _ = select.select([*buffers, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            reap()
+        if not all(serve_one(conn) for conn in ready if conn in buffers):
+            break
     if not config["namespaces"]:
         _descendants_kill(os.getpid())
     os._exit(0)
