@@ -150,7 +150,7 @@ class _Server:
         # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autograder.grading.serve", *(units or [])], cwd=course.root,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, bufsize=0, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
             env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(course.root), "AUTOGRADER_SERVE_PARENT": str(os.getpid())})
         self._buffer = b""
 
@@ -159,6 +159,7 @@ class _Server:
         request = json.dumps({"folders": [str(p) for p in paths], "report": str(report)}) + "\n"
         try:
             self.proc.stdin.write(request.encode())
+            self.proc.stdin.flush()
         except OSError:
             return self._ended()
         deadline = time.monotonic() + seconds
@@ -166,7 +167,7 @@ class _Server:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
                 return f"grader failure (time budget exhausted): grading took longer than its budget ({seconds:g} s)"
-            data = os.read(self.proc.stdout.fileno(), 1 << 16)
+            data = os.read(self.proc.stdout.fileno(), 1 << 16)  # (never through the buffered object)
             if not data:
                 return self._ended()
             self._buffer += data

@@ -266,11 +266,27 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
+def _own_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder (not a link) of this user's that no one else may write to:
+    the lock folders live in /tmp, where anyone could plant one first."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
 class UidLease:
-    """A worker uid no other grader on this machine uses while we hold its lock."""
+    """A worker uid no other grader on this machine uses while we hold its lock.
+
+    Refused, with a message, where the lock folder is not this user's alone: whoever could
+    write there could replace a held lock file and hand one uid to two graders at once."""
 
     def __init__(self):
-        UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+        if not _own_folder(UID_LOCKS):
+            raise SandboxError(f"{UID_LOCKS} is not a folder of this user's alone (a link, another user's, "
+                               "or writable by others); remove it and grade again")
         start = UID_MIN + (os.getpid() * 97) % (UID_MAX - UID_MIN)
         for i in range(UID_MAX - UID_MIN):
             uid = UID_MIN + (start - UID_MIN + i) % (UID_MAX - UID_MIN)
@@ -311,12 +327,7 @@ class CpuLease:
         self.cpu: int | None = cpus[0] if len(cpus) == 1 else None
         if self.cpu is not None:
             return
-        try:
-            CPU_LOCKS.mkdir(mode=0o700, exist_ok=True)
-            info = os.lstat(CPU_LOCKS)
-        except OSError:
-            return
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        if not _own_folder(CPU_LOCKS):
             return  # another user's (or a planted link): no lease, the scheduler places the pair
         start = os.getpid() % len(cpus)
         for slot in range(self.SLOTS):

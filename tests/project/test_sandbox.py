@@ -659,6 +659,28 @@ def test_a_planted_cpu_lock_folder_is_not_followed(tmp_path, monkeypatch):
     lease.release()
 
 
+def test_a_planted_uid_lock_folder_is_refused_with_a_message(tmp_path, monkeypatch):
+    """The uid locks live in /tmp too. A folder someone else could write to (a link, or one open
+    to all) could hand one worker uid to two graders, so no uid is leased from it: the grade
+    stops with a message that says what to remove, and nothing is made where a link points."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    monkeypatch.setattr(zygote, "UID_LOCKS", tmp_path / "uids")
+    (tmp_path / "uids").symlink_to(target)
+    with pytest.raises(zygote.SandboxError, match="remove it and grade again"):
+        zygote.UidLease()
+    assert not any(target.iterdir())
+    (tmp_path / "uids").unlink()
+    (tmp_path / "uids").mkdir(mode=0o777)
+    os.chmod(tmp_path / "uids", 0o777)  # (mkdir's mode passes through the umask)
+    with pytest.raises(zygote.SandboxError, match="writable by others"):
+        zygote.UidLease()
+    os.chmod(tmp_path / "uids", 0o700)
+    lease = zygote.UidLease()  # our own folder: a uid
+    assert zygote.UID_MIN <= lease.uid < zygote.UID_MAX
+    lease.release()
+
+
 # -- the wire format ---------------------------------------------------------------------------
 
 def _roundtrip(values: dict) -> dict:
