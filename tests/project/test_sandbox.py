@@ -595,6 +595,23 @@ def test_a_grading_process_gone_takes_its_workers_and_no_others(tmp_path, monkey
     assert not _marked(0)
 
 
+def test_a_spawn_read_together_with_a_kill_gets_its_own_descriptors(tmp_path, monkeypatch):
+    """A timed-out worker's kill and its replacement's spawn can reach the zygote in one read (the
+    kernel joins them). The descriptors sent with the spawn are its own, whatever line comes before
+    them: once, they were closed with the kill, the new worker could not start, and a plain-mode
+    grade in CI stopped with "the sandbox failed". Here every spawn comes joined to a kill."""
+    real = socket.send_fds
+
+    def kill_first(sock, buffers, fds, *rest):
+        return real(sock, [json.dumps({"op": "kill", "id": 0}).encode() + b"\n" + b"".join(buffers)], fds, *rest)
+
+    monkeypatch.setattr(socket, "send_fds", kill_first)
+    (tmp_path / "attention.py").write_text("def softmax(x, dim=-1):\n    return x + 1\n", encoding="utf-8")
+    with SandboxSubject(COURSE, tmp_path) as subject:
+        assert subject.status("attention") is None
+        assert subject.run(Call("attention", "softmax", (torch.zeros(2),))).output.tolist() == [1.0, 1.0]
+
+
 def test_output_is_captured_and_capped(tmp_path):
     (tmp_path / "attention.py").write_text(
         "def softmax(x, dim=-1):\n    print('x' * 200_000)\n    return x\n", encoding="utf-8")

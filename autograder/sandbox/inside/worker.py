@@ -412,6 +412,10 @@ def zygote(config_path: str) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     buffers = {sock: b""}  # each grader connection -> what it sent that is not a whole line yet
+    # Each connection's received descriptors, oldest first, for the lines that carry some (spawn,
+    # attach). They arrive with the first byte of their line, but one read may also hold lines
+    # before it ("kill" then "spawn"): they are taken in order by the lines that need them.
+    passed: dict[socket.socket, list[list[int]]] = {sock: []}
     workers: dict[int, tuple[socket.socket, int]] = {}  # tracked pid -> (its connection, worker id)
 
     def send(conn: socket.socket, message: dict) -> None:
@@ -453,10 +457,15 @@ def zygote(config_path: str) -> None:
             return True
         except OSError:
             data, fds = b"", []
+        if fds:
+            passed[conn].append(fds)
         if not data:
             if conn is sock:
                 return False  # the grader went away
             kill(conn, None)  # an attached grading process went away: so do its workers
+            for each in passed.pop(conn):
+                for fd in each:
+                    os.close(fd)
             del buffers[conn]
             conn.close()
             return True
@@ -464,23 +473,27 @@ def zygote(config_path: str) -> None:
         while b"\n" in buffers[conn]:
             line, buffers[conn] = buffers[conn].split(b"\n", 1)
             message = json.loads(line)
-            if message["op"] == "attach" and conn is sock and len(fds) == 1:
-                attached = socket.socket(fileno=fds.pop())
-                buffers[attached] = b""
-                send(attached, {"event": "ready", "pid": os.getpid()})
-            elif message["op"] == "spawn":
-                spawn = message["spawn"]
-                uid = spawn.get("uid")
-                if uid is not None and not (config["uid_min"] <= uid < config["uid_max"]):
-                    send(conn, {"event": "exit", "id": spawn["id"], "status": 70 << 8})
-                else:
-                    workers[spawn_worker(spawn, fds, config, list(buffers))] = (conn, spawn["id"])
+            if message["op"] in ("attach", "spawn"):
+                serve_passing(conn, message, passed[conn].pop(0) if passed[conn] else [])
             elif message["op"] == "kill":
                 kill(conn, message["id"])
-            for fd in fds:
-                os.close(fd)
-            fds = []
         return True
+
+    def serve_passing(conn: socket.socket, message: dict, fds: list[int]) -> None:
+        """An attach or spawn, with the descriptors sent along with it (closed here once used)."""
+        if message["op"] == "attach" and conn is sock and len(fds) == 1:
+            attached = socket.socket(fileno=fds.pop())
+            buffers[attached], passed[attached] = b"", []
+            send(attached, {"event": "ready", "pid": os.getpid()})
+        elif message["op"] == "spawn":
+            spawn = message["spawn"]
+            uid = spawn.get("uid")
+            if len(fds) < 3 or uid is not None and not (config["uid_min"] <= uid < config["uid_max"]):
+                send(conn, {"event": "exit", "id": spawn["id"], "status": 70 << 8})
+            else:
+                workers[spawn_worker(spawn, fds, config, list(buffers))] = (conn, spawn["id"])
+        for fd in fds:
+            os.close(fd)
 
     send(sock, {"event": "ready", "pid": os.getpid()})
     import select
