@@ -3,6 +3,9 @@
 Generates N submissions (a mix of correct units and kept mutants), grades
 them with `attn-course grade-batch -j1` and `-j2`, and prints seconds per
 submission, the speed-up ratio, and the peak memory of a grader process.
+With ``--rounds 2`` the grades run in the order -j1, -j2, -j2, -j1 and each
+figure is the mean of its two runs, so a machine that drifts steadily
+during the run (this one does, by 10% within minutes) favours neither.
 
     .venv/bin/python benchmarks/bench_batch.py [--students 50] [--unit attention]
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,13 +47,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=50)
     parser.add_argument("--unit", action="append", default=None, help="units to grade (default: attention)")
+    parser.add_argument("--rounds", type=int, choices=(1, 2), default=1,
+                        help="2: run -j1, -j2, -j2, -j1 and take each one's mean (default: 1)")
     args = parser.parse_args()
     units = args.unit or ["attention"]
+    order = [1, 2] if args.rounds == 1 else [1, 2, 2, 1]
+    runs: list[tuple[int, float, dict]] = []  # (jobs, seconds, summary) in the order run
     with tempfile.TemporaryDirectory() as tmp:
         subs = Path(tmp) / "subs"
         make_class(subs, args.students, f"{units[0]}.py")
-        one, summary1 = run(subs, Path(tmp) / "j1", 1, units)
-        two, summary2 = run(subs, Path(tmp) / "j2", 2, units)
+        for i, jobs in enumerate(order):
+            runs.append((jobs, *run(subs, Path(tmp) / f"out{i}", jobs, units)))
+    one, two = (statistics.mean(t for j, t, _ in runs if j == jobs) for jobs in (1, 2))
+    summary1, summary2 = (next(s for j, _, s in runs if j == jobs) for jobs in (1, 2))
+    if args.rounds == 2:
+        print("runs: " + ", ".join(f"-j{j} {t:.1f} s" for j, t, _ in runs))
     n = args.students
     print(f"students: {n}, units: {', '.join(units)}")
     print(f"-j1: {one:7.1f} s  ({one / n:.2f} s per submission), peak grader memory {summary1['peak_worker_mib']:.0f} MiB")

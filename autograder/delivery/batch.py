@@ -2,7 +2,9 @@
 
 Students are graded in chunks by ``jobs`` threads, each with a grader process
 of its own (:mod:`autograder.grading.serve`) that grades its chunks one after
-another, so the process's start-up is paid once per thread. Each
+another, so the process's start-up is paid once per thread. The grader
+processes spawn their sandbox workers from one zygote, the batch's (as the
+processes of a ``grade --jobs N`` do): one zygote's start-up, not one each. Each
 student's result is written atomically as soon as its chunk finishes, with
 the hash of what was handed in, so an interrupted batch resumes where it
 stopped and never grades the same submission twice. The gradebook and the
@@ -32,6 +34,7 @@ import queue
 import resource
 import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -52,6 +55,7 @@ from autograder.core.uploads import SubmissionError, walk
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.formats import gradebook_csv, to_markdown
 from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
+from autograder.sandbox.zygote import Pool, SandboxError
 
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
 STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed
@@ -142,16 +146,22 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 class _Server:
     """One grader process (:mod:`autograder.grading.serve`) that grades its batch thread's chunks
-    one after another, so its start-up (imports and zygote, more CPU than a student's grade) is
-    paid once per thread, not once per chunk."""
+    one after another, so its start-up (its imports, more CPU than a student's grade) is paid
+    once per thread, not once per chunk. ``zygote`` is its connection to the batch's zygote and
+    the environment that names it (:meth:`~autograder.sandbox.zygote.Pool.attach`)."""
 
-    def __init__(self, course: Course, units: list[str] | None):
+    def __init__(self, course: Course, units: list[str] | None, zygote: tuple[socket.socket, dict[str, str]]):
+        conn, attach = zygote
         self.log = tempfile.TemporaryFile()  # a file, not a pipe: nothing to fill while we wait
-        # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.grading.serve", *(units or [])], cwd=course.root,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
-            env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(course.root), "AUTOGRADER_SERVE_PARENT": str(os.getpid())})
+        try:
+            # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.grading.serve", *(units or [])], cwd=course.root,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
+                pass_fds=[conn.fileno()], env={**os.environ, **attach, "AUTOGRADER_COURSE_ROOT": str(course.root),
+                                               "AUTOGRADER_SERVE_PARENT": str(os.getpid())})
+        finally:
+            conn.close()  # the process holds its own copy
         self._buffer = b""
 
     def grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
@@ -206,7 +216,31 @@ class _Runner:
         self.course, self.out, self.units, self.budget = course, out, units, budget
         self.stopping = threading.Event()
         self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
+        self._pool: Pool | None = None  # the zygote the grader processes spawn their workers from
         self._lock = threading.Lock()
+
+    def start_zygote(self) -> None:
+        """Start the batch's zygote now: it imports torch while the first grader processes import theirs."""
+        with self._lock:
+            try:
+                self._zygote_alive()
+            except (OSError, SandboxError):
+                pass  # tried again for each grader process, whose chunk records why it failed
+
+    def _zygote_alive(self) -> Pool:
+        """The batch's zygote (under ``_lock``); one that ended (killed, say) is replaced, so its
+        end costs only the chunks it was grading, which are graded again."""
+        if self._pool is not None and self._pool.proc.poll() is not None:
+            self._pool.close()
+            self._pool = None
+        if self._pool is None:
+            self._pool = Pool(self.course)  # the batch's own, never another grade's in this process
+        return self._pool
+
+    def release(self) -> None:
+        """Stop the zygote (after every grader process has closed)."""
+        if self._pool is not None:
+            self._pool.close()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -228,7 +262,11 @@ class _Runner:
                 return "stopped"
             server = self._servers.get(threading.get_ident())
             if server is None:
-                server = self._servers[threading.get_ident()] = _Server(self.course, self.units)
+                try:
+                    server = _Server(self.course, self.units, self._zygote_alive().attach())
+                except (OSError, SandboxError) as error:
+                    return f"grader failure: the sandbox could not start: {_one_line(str(error))}"
+                self._servers[threading.get_ident()] = server
         why = server.grade(paths, report, seconds)
         if why is not None:  # a fresh process for the next chunk: nothing of a failure carries over
             server.kill()
@@ -270,8 +308,18 @@ class _Runner:
 
 
 def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
-    size = max(1, min(CHUNK, math.ceil(len(todo) / max(jobs, 1))))  # -j 2 uses two processes for any class of two
-    return [todo[i : i + size] for i in range(0, len(todo), size)]
+    """The chunks, in the order the batch threads take them. With several threads they shrink
+    near the end (to a quarter of a thread's share of what is left), so the threads finish
+    together instead of one grading a last full chunk alone: a chunk costs a warm grader process
+    about 0.1 s more than its students, a student about 1 s of one unit. -j 2 uses two
+    processes for any class of two."""
+    chunks, start = [], 0
+    while start < len(todo):
+        left = len(todo) - start
+        size = min(CHUNK, left) if jobs <= 1 else max(1, min(CHUNK, math.ceil(left / (2 * jobs))))
+        chunks.append(todo[start : start + size])
+        start += size
+    return chunks
 
 
 def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, units: list[str] | None = None,
@@ -292,6 +340,9 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     chunks, finished = queue.SimpleQueue(), queue.SimpleQueue()
     for chunk in _chunks(todo, jobs):
         chunks.put(chunk)
+
+    if todo:
+        runner.start_zygote()
 
     def work() -> None:  # one batch thread: chunk after chunk, with one grader process
         try:
@@ -318,6 +369,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
                     threads.remove(future)
                     future.result()
     finally:
+        runner.release()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     if runner.stopping.is_set():

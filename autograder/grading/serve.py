@@ -1,9 +1,11 @@
 """A grader process that grades one chunk of submissions after another (for a class batch).
 
 Starting a grader costs more than grading a student with it: its imports (torch,
-pytest, hypothesis) and the sandbox's zygote take about 5 CPU-seconds, one
-student of one unit about 2. A batch job (:mod:`autograder.delivery.batch`)
-therefore keeps one of these processes and sends it chunk after chunk::
+pytest, hypothesis) and its first grade take about 2.5 CPU-seconds, a zygote
+about 3 more, one student of one unit about 1 to 2. A batch job
+(:mod:`autograder.delivery.batch`) therefore keeps one of these processes and
+sends it chunk after chunk; the process spawns its workers from the batch's
+zygote, named by ``AUTOGRADER_SANDBOX_ATTACH`` (started alone, it starts its own)::
 
     python -m autograder.grading.serve [UNIT ...]    # the course from AUTOGRADER_COURSE_ROOT / the cwd
 
@@ -12,8 +14,9 @@ folders are graded together, exactly as ``grade --jobs 1 --format json`` grades
 them (same function, same defaults), the results are written to ``report`` as a
 JSON list, and one line answers on stdout: ``{"ok": true}``, or ``{"error": MESSAGE}``
 when the grader failed. A failure ends the process, so nothing of a failed
-grade (a broken zygote, say) reaches the next chunk: the batch starts a fresh
-one. End of input ends it cleanly (its zygote stopped, its folders removed).
+grade reaches the next chunk: the batch starts a fresh one (and a fresh zygote
+if its own ended). End of input ends it cleanly (its workers stopped; started
+alone, its zygote too and its folders removed).
 
 Each grade is its own pytest session, and hypothesis derandomizes each test
 alone, so a chunk's results do not depend on what this process graded before
@@ -41,7 +44,7 @@ def main(units: list[str]) -> int:
     _die_with(int(os.environ.get("AUTOGRADER_SERVE_PARENT", "0")))
     course = load_course()
     try:
-        pool = prestart(course)  # its torch import overlaps ours
+        pool = prestart(course)  # the batch's zygote; or our own, whose torch import overlaps ours
     except OSError as error:
         return _reply(replies, {"error": f"the sandbox could not start: {error}"})
     try:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from conftest import ROOT, attn_course, grade_json
 import mutants
-from autograder.delivery.batch import Student, _chunks
+from autograder.core.manifest import load_course
+from autograder.delivery.batch import Student, _chunks, _Runner, discover
 
 sys.path.insert(0, str(ROOT / "tests" / "hostile" / "batch"))
 import uploads  # noqa: E402
@@ -140,6 +141,29 @@ def test_a_grader_process_grades_its_next_chunk_as_a_fresh_one_would(tmp_path):
     assert warm == fresh and 0 < warm[0]["score"] < warm[1]["score"] == warm[1]["max_score"]
 
 
+def test_a_zygote_that_ended_is_replaced_for_the_next_grader_process(tmp_path):
+    """The batch's grader processes spawn their workers from one zygote, the batch's. One that
+    ended (killed, say) must not fail every later chunk: the next grader process gets a fresh one."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    name = _honest(subs, "dora")
+    runner = _Runner(load_course(ROOT), out, ["attention"], 300.0)
+    try:
+        runner.start_zygote()
+        first = runner._pool
+        first.proc.kill()
+        first.proc.wait()
+        runner.chunk(discover(subs)[0])
+        runner.close()
+        assert runner._pool is not first and runner._pool.proc.poll() is None
+    finally:
+        runner.close()
+        runner.release()
+    record = json.loads((out / "students" / f"{name}.json").read_text())
+    assert record["status"] == "graded", record["status"]
+    assert record["result"]["score"] == record["result"]["max_score"] > 0
+
+
 def test_ctrl_c_stops_cleanly_records_nothing_cut_short_and_resumes(tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
@@ -168,12 +192,16 @@ def test_ctrl_c_stops_cleanly_records_nothing_cut_short_and_resumes(tmp_path):
     assert json.loads((out / "summary.json").read_text())["graded_now"] == 3
 
 
-def test_two_jobs_use_two_processes_for_a_class_of_two():
+def test_two_jobs_use_two_processes_for_a_class_of_two_and_finish_together():
     two = [Student(n, Path(n), n) for n in ("a", "b")]
     assert [len(c) for c in _chunks(two, 2)] == [1, 1]
     eleven = [Student(str(i), Path(str(i)), str(i)) for i in range(11)]
-    assert [len(c) for c in _chunks(eleven, 2)] == [5, 5, 1]
     assert [len(c) for c in _chunks(eleven, 1)] == [5, 5, 1]
+    # Several threads: full chunks while there is much to do, single students at the end.
+    assert [len(c) for c in _chunks(eleven, 2)] == [3, 2, 2, 1, 1, 1, 1]
+    fifty = [Student(str(i), Path(str(i)), str(i)) for i in range(50)]
+    assert [len(c) for c in _chunks(fifty, 2)] == [5] * 7 + [4, 3, 2, 2, 1, 1, 1, 1]
+    assert [s for c in _chunks(fifty, 2) for s in c] == fifty
 
 
 def test_points_possible_holds_when_nobody_was_gradable(tmp_path):
