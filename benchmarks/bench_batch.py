@@ -7,7 +7,7 @@ With ``--rounds 2`` the grades run in the order -j1, -j2, -j2, -j1 and each
 figure is the mean of its two runs, so a machine that drifts steadily
 during the run (this one does, by 10% within minutes) favours neither.
 
-    .venv/bin/python benchmarks/bench_batch.py [--students 50] [--unit attention]
+    .venv/bin/python benchmarks/bench_batch.py [--students 50] [--unit attention] [--rounds 2]
 """
 from __future__ import annotations
 

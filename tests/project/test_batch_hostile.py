@@ -154,7 +154,6 @@ def test_a_zygote_that_ended_is_replaced_for_the_next_grader_process(tmp_path):
         first.proc.kill()
         first.proc.wait()
         runner.chunk(discover(subs)[0])
-        runner.close()
         assert runner._pool is not first and runner._pool.proc.poll() is None
     finally:
         runner.close()
