@@ -34,7 +34,6 @@ import queue
 import resource
 import select
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -147,21 +146,16 @@ def _one_line(text: str, limit: int = 300) -> str:
 class _Server:
     """One grader process (:mod:`autograder.grading.serve`) that grades its batch thread's chunks
     one after another, so its start-up (its imports, more CPU than a student's grade) is paid
-    once per thread, not once per chunk. ``zygote`` is its connection to the batch's zygote and
-    the environment that names it (:meth:`~autograder.sandbox.zygote.Pool.attach`)."""
+    once per thread, not once per chunk. It spawns its workers from ``zygote``, the batch's
+    (:meth:`~autograder.sandbox.zygote.Pool.popen_attached`)."""
 
-    def __init__(self, course: Course, units: list[str] | None, zygote: tuple[socket.socket, dict[str, str]]):
-        conn, attach = zygote
+    def __init__(self, course: Course, units: list[str] | None, zygote: Pool):
         self.log = tempfile.TemporaryFile()  # a file, not a pipe: nothing to fill while we wait
-        try:
-            # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.grading.serve", *(units or [])], cwd=course.root,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
-                pass_fds=[conn.fileno()], env={**os.environ, **attach, "AUTOGRADER_COURSE_ROOT": str(course.root),
-                                               "AUTOGRADER_SERVE_PARENT": str(os.getpid())})
-        finally:
-            conn.close()  # the process holds its own copy
+        # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
+        self.proc = zygote.popen_attached(
+            [sys.executable, "-m", "autograder.grading.serve", *(units or [])],
+            {**os.environ, "AUTOGRADER_COURSE_ROOT": str(course.root), "AUTOGRADER_SERVE_PARENT": str(os.getpid())},
+            cwd=course.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
         self._buffer = b""
 
     def grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
@@ -263,7 +257,7 @@ class _Runner:
             server = self._servers.get(threading.get_ident())
             if server is None:
                 try:
-                    server = _Server(self.course, self.units, self._zygote_alive().attach())
+                    server = _Server(self.course, self.units, self._zygote_alive())
                 except (OSError, SandboxError) as error:
                     return f"grader failure: the sandbox could not start: {_one_line(str(error))}"
                 self._servers[threading.get_ident()] = server

@@ -56,14 +56,10 @@ def grade_in_groups(folders: list[Path], units: list[str], jobs: int, options: l
                        *(arg for unit in group for arg in ("--unit", unit)), *options,
                        "--jobs", "1", "--format", "json", "-o", str(out)]
             log = open(Path(tmp) / f"group{i}.log", "w+", encoding="utf-8")  # a file: no pipe to fill
-            conn, env = pool.attach() if pool is not None else (None, {})
-            try:
-                running.append((group, out, log, subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                    env={**os.environ, **env}, pass_fds=[conn.fileno()] if conn else [])))
-            finally:
-                if conn is not None:
-                    conn.close()  # the process holds its own copy
+            streams = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": log}
+            proc = (pool.popen_attached(command, dict(os.environ), **streams) if pool is not None
+                    else subprocess.Popen(command, **streams))
+            running.append((group, out, log, proc))
         try:
             parts = [_wait(group, out, log, proc) for group, out, log, proc in running]
             warnings = dict.fromkeys(line for _, _, log, _ in running for line in _read(log).splitlines())

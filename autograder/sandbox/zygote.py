@@ -582,6 +582,15 @@ class Pool:
             ours.close()
         return theirs, {ATTACH: json.dumps({"fd": theirs.fileno(), "priv": str(self.priv), "mode": self.mode})}
 
+    def popen_attached(self, command: list[str], env: dict[str, str], **popen) -> subprocess.Popen:
+        """Start ``command`` (``subprocess.Popen`` with ``env`` and ``popen``) as a grading
+        process attached to this zygote (:meth:`attach`)."""
+        conn, attach = self.attach()
+        try:
+            return subprocess.Popen(command, pass_fds=[conn.fileno()], env={**env, **attach}, **popen)
+        finally:
+            conn.close()  # the process holds its own copy
+
     def _ended(self) -> bool:
         return self.proc.poll() is not None
 
