@@ -444,7 +444,7 @@ class SandboxSubject:
         """Run ``call`` in one round trip."""
         unit = call.unit
         try:
-            self._send(unit, {"op": "run"}, {"call": transport.call_values(call)})
+            self._send(unit, {"op": "run"}, transport.call_values(call))
             header, values = self._receive(*self._wait_limit(unit))
             if header.get("op") != "result":
                 raise _Lost("the worker sent a malformed reply")

@@ -754,9 +754,22 @@ def test_transport_refuses_tensor_subclasses():
         transport.pack({}, {"x": torch.zeros(1).as_subclass(Sub)})
 
 
-def test_results_from_the_worker_are_checked():
+@pytest.mark.parametrize("values", [{}, {"arg_grads": ()}, {"output": 1, "code": "os.system"},
+                                    {"output": 1, "arg_grads": [None]}, {"output": 1, "mutated": "x"},
+                                    {"output": 1, "largest": 2.5}, {"output": 1, "state": []}],
+                         ids=["empty", "no output", "unknown field", "gradients in a list", "mutated not a list",
+                              "largest not an int", "state not a dict"])
+def test_results_from_the_worker_are_checked(values):
     with pytest.raises(transport.ProtocolError):
-        transport.result_from({"output": 1})
+        transport.result_from(values)
+
+
+def test_a_result_field_left_out_is_its_default():
+    assert transport.result_from({"output": 1}) == Result(output=1)
+    assert transport.result_values(Result(output=None, arg_grads=(None,))) == {"output": None, "arg_grads": (None,)}
+
+
+def test_error_reports_from_the_worker_are_cut_to_size():
     error = transport.error_from({"kind": "ValueError", "message": "m" * 5000, "where": ""})
     assert isinstance(error, StudentError) and len(error.message) <= 2000
 

