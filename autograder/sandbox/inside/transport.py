@@ -11,9 +11,9 @@ declares. A frame from the worker is untrusted: anything malformed raises
 a failed call.
 
 The limits fit the course's tensors, so that what a worker declares costs the
-trusted side little: a full grade of solutions/ sends frames of at most 385 KiB
-(2.4 KiB of header; the largest tensor has 98,304 elements), and every limit
-below is about 10x that. The bytes every tensor of a frame declares, meta
+trusted side little: in a full grade of solutions/ the largest reply is 385 KiB
+and the largest call 769 KiB (headers up to 2.2 KiB; the largest tensor has
+98,304 elements), and every limit below is 5x to 30x that. The bytes every tensor of a frame declares, meta
 tensors included (they cost nothing to build, but the tests allocate from
 their shape), count against the same budget as the blob.
 
