@@ -4,7 +4,7 @@ A grade's trusted side (hypothesis, the oracles, the checks) and the sandbox's
 worker take turns on one core, so a grade of all the units leaves the other
 cores idle. Each group here is the CLI's own ``grade --jobs 1`` of the same
 folders on some of the units, in a fresh process that spawns its workers from
-the caller's zygote (one zygote's start-up, about 3 CPU-s, instead of one per
+the caller's zygote (one zygote's start-up, about 1.3 CPU-s, instead of one per
 process); the groups' JSON results are joined unit by unit, in course order. Hypothesis's
 examples are a function of each test alone (derandomized), so a unit's result
 does not depend on which process graded it or with which other units: the

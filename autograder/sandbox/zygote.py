@@ -483,7 +483,7 @@ class Pool:
     submission (or unit), the previous one is stopped with every process it
     started, so nothing of one submission runs while the next is graded.
     A grading process this one starts may share the zygote (:meth:`attach`):
-    its own connection, its own workers, one zygote's start-up (about 3 CPU-s:
+    its own connection, its own workers, one zygote's start-up (about 1.3 CPU-s:
     torch and its meta kernels) instead of one each.
     """
 
