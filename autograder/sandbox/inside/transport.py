@@ -13,9 +13,10 @@ a failed call.
 The limits fit the course's tensors, so that what a worker declares costs the
 trusted side little: in a full grade of solutions/ the largest reply is 385 KiB
 and the largest call 769 KiB (headers up to 2.2 KiB; the largest tensor has
-98,304 elements), and every limit below is 5x to 30x that. The bytes every tensor of a frame declares, meta
-tensors included (they cost nothing to build, but the tests allocate from
-their shape), count against the same budget as the blob.
+98,304 elements), and every limit below is 5x to 30x that. The bytes every
+tensor of a frame declares, meta tensors included (they cost nothing to build,
+but the tests allocate from their shape), count against the same budget as the
+blob.
 
 Frame: ``b"ATN1"``, header length (u32, big-endian), blob length (u64),
 the UTF-8 JSON header, then the blob.
@@ -217,8 +218,8 @@ class _Decoder:
             if device.type == "meta":
                 return t
         else:
-            if (type(at) is not list or len(at) != 2 or type(at[0]) is not int or at[1] != size or type(at[1]) is not int
-                    or at[0] < self.end or at[0] % 16 or at[0] + size > len(self.blob)):
+            if (type(at) is not list or len(at) != 2 or type(at[0]) is not int or type(at[1]) is not int
+                    or at[1] != size or at[0] < self.end or at[0] % 16 or at[0] + size > len(self.blob)):
                 raise ProtocolError("a tensor's data does not match its declared dtype and shape")
             self.end = at[0] + size
             t = torch.frombuffer(self.blob, dtype=dtype, count=numel, offset=at[0]).reshape(shape)
@@ -396,8 +397,14 @@ class FrameReader:
 
 
 def _defaults(cls) -> dict:
-    return {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default
-            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    """The default of each field of dataclass ``cls`` that has one."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
 def _at_default(value, default) -> bool:
