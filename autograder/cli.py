@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from autograder.core.heavy_imports import collection_paused
 from autograder.core.manifest import Course, load_course
 from autograder.core.shutdown import exit_code
 from autograder.delivery import classroom
@@ -198,7 +199,8 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
 def _grade_here(course: Course, folders: list[Path], units: list[str] | None, options: dict):
     pool = _prestart(course) if options.get("sandbox") else None
     try:
-        from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
+        with collection_paused():
+            from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
 
         return grade(course, folders, units=units, **options)
     finally:

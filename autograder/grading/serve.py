@@ -31,6 +31,7 @@ import signal
 import sys
 from pathlib import Path
 
+from autograder.core.heavy_imports import collection_paused
 from autograder.core.manifest import load_course
 from autograder.grading.errors import GraderError
 from autograder.sandbox.zygote import prestart
@@ -48,7 +49,8 @@ def main(units: list[str]) -> int:
     except OSError as error:
         return _reply(replies, {"error": f"the sandbox could not start: {error}"})
     try:
-        from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
+        with collection_paused():
+            from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
 
         for line in sys.stdin:
             request = json.loads(line)

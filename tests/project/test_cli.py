@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
+import subprocess
+import sys
 
 from hypothesis import given, settings, strategies as st
 
@@ -179,3 +181,37 @@ def test_the_warm_runner_reports_what_a_new_interpreter_reports(tmp_path):
         warm, fresh = attn_course(*args, check=False, env=env), attn_course(*args, check=False, env=env, fresh=True)
         assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr), args
     assert warm.returncode == 2 and "no_course" in warm.stderr
+
+
+COLLECTION_PROBE = """
+import gc, json
+from autograder.core.heavy_imports import collection_paused
+
+def collections():
+    return sum(s["collections"] for s in gc.get_stats())
+
+out = {}
+frozen, before = gc.get_freeze_count(), collections()
+with collection_paused():
+    out["enabled_inside"] = gc.isenabled()
+    kept = [[] for _ in range(100_000)]  # as many containers as an import makes: collection would run
+    out["collections_inside"] = collections() - before
+out["enabled_after"] = gc.isenabled()
+out["newly_frozen"] = gc.get_freeze_count() - frozen
+gc.disable()
+with collection_paused():
+    pass
+out["still_disabled"] = not gc.isenabled()
+print(json.dumps(out))
+"""
+
+
+def test_heavy_imports_run_without_collection_and_stay_frozen():
+    """A grading process's heavy imports: no collection during them, their objects frozen after,
+    and collection as it was before (in a process of its own: freezing would keep the test's heap)."""
+    proc = subprocess.run([sys.executable, "-c", COLLECTION_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["enabled_inside"] is False and out["collections_inside"] == 0
+    assert out["enabled_after"] is True and out["newly_frozen"] >= 100_000
+    assert out["still_disabled"] is True
