@@ -2,7 +2,7 @@
 
 Starting a grader costs more than grading a student with it: its imports (torch,
 pytest, hypothesis) and its first grade take about 2.5 CPU-seconds, a zygote
-about 3 more, one student of one unit about 1 to 2. A batch job
+about 1.3 more, one student of one unit about 1 to 2. A batch job
 (:mod:`autograder.delivery.batch`) therefore keeps one of these processes and
 sends it chunk after chunk; the process spawns its workers from the batch's
 zygote, named by ``AUTOGRADER_SANDBOX_ATTACH`` (started alone, it starts its own)::

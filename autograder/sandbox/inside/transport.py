@@ -67,7 +67,7 @@ class ProtocolError(Exception):
 
 
 # -- values ------------------------------------------------------------------
-# A grade sends about 4,600 calls each way, 40 values and 5 tensors each: the
+# A grade sends about 4,600 calls, 5 tensors each, and gets their results: the
 # coders below take the common cases (plain values, CPU tensors) first.
 
 _PLAIN = frozenset((type(None), bool, int, float, str))
