@@ -268,7 +268,7 @@ class SandboxSubject:
             self._unit_dir = self._unit_folder(unit)
             self._cgroups = Cgroups(f"attn-{os.getpid()}-{id(self):x}-{unit}", memory=self.memory)
             self._cpu = CpuLease()
-            cgroup_fds = self._cgroups.procs_fds()
+            cgroup_fds = self._cgroups.join_fds()
             box = pool.inside(self._box)
             spawn = {"unit": unit, "box": str(INSIDE / "box") if pool.mode == "full" else box, "source": box,
                      "unit_dir": pool.inside(self._unit_dir), "uid": self.uid, "isolate": self.isolate,
@@ -301,6 +301,8 @@ class SandboxSubject:
             return
         wid, req_w, rep_r, out_r = self._worker
         self._worker = self._worker_unit = None
+        if self._cgroups is not None:
+            self._cgroups.kill()  # the worker's processes end alongside the zygote's kill, not after it
         self._pool.kill(wid)
         if self._cgroups is not None:
             self._cgroups.remove()
@@ -324,7 +326,6 @@ class SandboxSubject:
         """Send a request within :data:`WRITE_LIMIT` s (draining the worker's output meanwhile)."""
         wid, req_w, rep_r, out_r = self._ensure_worker(unit)
         view = memoryview(transport.pack({**header, "test": self._test}, values))
-        os.set_blocking(req_w, False)
         deadline = time.monotonic() + WRITE_LIMIT
         while view:
             try:
@@ -393,14 +394,15 @@ class SandboxSubject:
                 self._drain_output(out_r)
             if self._pool.sock in ready:
                 self._pool.pump()
-            if rep_r in ready and not self._read_available(rep_r) and eof_at is None:
+            if rep_r in ready and not self._read_available(rep_r, enough=True) and eof_at is None:
                 eof_at = time.monotonic()
 
-    def _read_available(self, rep_r: int) -> bool:
-        """Read what the reply pipe holds; False at end of file."""
-        while True:
+    def _read_available(self, rep_r: int, enough: bool = False) -> bool:
+        """Read what the reply pipe holds (with ``enough``, only until a whole frame has come:
+        a call's reply then costs one read, not two); False at end of file."""
+        while not (enough and self._reader.frame_ready()):
             try:
-                data = os.read(rep_r, 1 << 20)
+                data = os.read(rep_r, transport.READ_SIZE)
             except BlockingIOError:
                 return True
             except OSError:
@@ -411,10 +413,11 @@ class SandboxSubject:
                 self._reader.feed(data)
             except transport.ProtocolError:
                 raise _Lost("the worker sent a malformed reply") from None
+        return True
 
     def _note_seen(self, unit: str, header: dict) -> None:
         names = header.get("seen")
-        if type(names) is list:
+        if type(names) is list and names:
             allowed = set(self.course.units[unit].forbidden)
             self._seen[unit] |= {n for n in names if type(n) is str and n in allowed}
 

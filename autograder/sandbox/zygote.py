@@ -139,7 +139,7 @@ class Cgroups:
     """One worker's cgroups (v1 memory, pids and cpu where mounted and writable).
 
     The trusted side creates them below its own and hands the worker an open
-    ``cgroup.procs`` of each, so the worker joins before it runs student code.
+    ``tasks`` file of each, so the worker joins before it runs student code.
     """
 
     def __init__(self, name: str, *, memory: int, pids: int = 256, cpu: float = 1.0):
@@ -175,12 +175,37 @@ class Cgroups:
                 pass
         return False
 
-    def procs_fds(self) -> list[int]:
-        return [os.open(path / "cgroup.procs", os.O_WRONLY) for path in self.paths]
+    def join_fds(self) -> list[int]:
+        """Each cgroup's ``tasks``, open for writing: the worker writes "0" to join.
+
+        ``tasks`` moves one thread and ``cgroup.procs`` a whole process: the same here,
+        since a worker has one thread when it joins (a fork copies only the calling
+        thread), and the threads and processes it starts later are born inside. Moving a
+        process takes a lock that waits for an RCU grace period, 8 to 20 ms a worker on
+        this project's machine; moving a thread does not (0.06 ms).
+        """
+        return [os.open(path / "tasks", os.O_WRONLY) for path in self.paths]
+
+    def kill(self) -> None:
+        """SIGKILL every process in them now (they end while the caller does the rest)."""
+        for path in self.paths:
+            try:
+                _kill_members(path)
+            except OSError:  # gone already; remove() says what is left
+                pass
 
     def remove(self, wait: float = 5.0) -> bool:
         """Kill what is left in them and remove them; False if some could not be removed."""
         return _remove_cgroups(self.paths, wait)
+
+
+def _kill_members(path: Path) -> None:
+    """SIGKILL the processes of cgroup ``path`` (OSError if it cannot be read)."""
+    for pid in (path / "cgroup.procs").read_text().split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _remove_cgroups(paths: list[Path], wait: float) -> bool:
@@ -189,11 +214,7 @@ def _remove_cgroups(paths: list[Path], wait: float) -> bool:
     while paths:
         for path in list(paths):
             try:
-                for pid in (path / "cgroup.procs").read_text().split():
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except OSError:
-                        pass
+                _kill_members(path)
                 path.rmdir()
                 paths.remove(path)
             except FileNotFoundError:
@@ -203,7 +224,7 @@ def _remove_cgroups(paths: list[Path], wait: float) -> bool:
         if paths and time.monotonic() > deadline:
             return False
         if paths:
-            time.sleep(0.005)
+            time.sleep(0.001)  # a killed process takes a few ms to end
     return True
 
 
@@ -682,7 +703,7 @@ class Pool:
             self.sock.setblocking(False)
             for fd in (req_r, rep_w, out_w):
                 os.close(fd)
-        for fd in (rep_r, out_r):
+        for fd in (req_w, rep_r, out_r):
             os.set_blocking(fd, False)
         return wid, req_w, rep_r, out_r
 

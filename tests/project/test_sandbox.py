@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -676,6 +677,65 @@ def test_a_planted_cpu_lock_folder_is_not_followed(tmp_path, monkeypatch):
     lease.release()
 
 
+def test_a_worker_that_joins_its_cgroups_takes_what_it_starts_with_it():
+    """A worker joins through each cgroup's ``tasks`` (one thread, no RCU wait): the process
+    is then inside, and so is every process it starts; ``kill`` ends them all."""
+    cgroups = zygote.Cgroups(f"attn-{os.getpid()}-jointest", memory=256 << 20)
+    if not cgroups.paths:
+        pytest.skip("no writable v1 cgroup here")
+    fds = cgroups.join_fds()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker's part: join, start a child, report, wait to be killed
+        try:
+            for fd in fds:
+                os.write(fd, b"0")
+            child = os.fork()
+            if child == 0:
+                time.sleep(60)
+                os._exit(0)
+            os.write(ready_w, f"{os.getpid()} {child}".encode())
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    os.close(ready_w)
+    started = [pid]
+    try:
+        worker, child = map(int, os.read(ready_r, 100).split())
+        started.append(child)
+        for path in cgroups.paths:
+            members = set(map(int, (path / "cgroup.procs").read_text().split()))
+            assert {worker, child} <= members, (path, members)
+        cgroups.kill()
+        os.waitpid(pid, 0)
+        assert cgroups.remove(wait=5.0) and not cgroups.paths
+        assert not processes_alive([child])
+        started = []
+    finally:
+        for each in started:  # (when they were not inside after all)
+            try:
+                os.kill(each, signal.SIGKILL)
+            except OSError:
+                pass
+        cgroups.remove()
+        os.close(ready_r)
+
+
+def processes_alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that still run (not zombies)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
 def test_a_planted_uid_lock_folder_is_refused_with_a_message(tmp_path, monkeypatch):
     """The uid locks live in /tmp too. A folder someone else could write to (a link, or one open
     to all) could hand one worker uid to two graders, so no uid is leased from it: the grade
@@ -731,6 +791,28 @@ def test_transport_roundtrip():
     assert again.dtype == torch.float64 and again.kwargs == {"dim": 0} and again.grad_outputs[1] is None
     result = transport.result_from(_roundtrip(transport.result_values(Result(output=(torch.ones(1), None)))))
     assert isinstance(result, Result) and result.output[1] is None
+
+
+def test_the_worker_reads_frames_that_arrive_together_or_in_pieces():
+    """The worker reads what its pipe holds and parses frames from it: two frames in one
+    write come out as two, a frame written in pieces comes out whole, a closed pipe is EOF."""
+    big = torch.arange(40_000, dtype=torch.float32)  # 160 KB: more than one read of the pipe
+    first, second = transport.pack({"op": "a"}, {"x": torch.ones(3)}), transport.pack({"op": "b"}, {"x": big})
+    r, w = os.pipe()
+    reader = transport.FrameReader()
+    writer = threading.Thread(target=lambda: (os.write(w, first + second[:100]), time.sleep(0.2),
+                                               transport.write_all(w, second[100:]), os.close(w)))
+    writer.start()
+    try:
+        header, values = transport.read_frame(r, reader)
+        assert header == {"op": "a"} and torch.equal(values["x"], torch.ones(3))
+        header, values = transport.read_frame(r, reader)
+        assert header == {"op": "b"} and torch.equal(values["x"], big)
+        with pytest.raises(EOFError):
+            transport.read_frame(r, reader)
+    finally:
+        writer.join()
+        os.close(r)
 
 
 @pytest.mark.parametrize("header", [

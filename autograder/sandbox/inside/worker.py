@@ -27,7 +27,7 @@ package (no solutions, no tests, no course data). It is started by
 The zygote (trusted code only; it never imports student code nor reads a
 stand-in) imports torch once, then serves spawn requests from the trusted
 grader over a Unix socket, which also carries the worker's pipes and its
-cgroups' ``cgroup.procs``. The grader may attach more connections (one per
+cgroups' ``tasks`` files. The grader may attach more connections (one per
 grading process it starts, :meth:`~autograder.sandbox.zygote.Pool.attach`):
 each connection's workers are its own (ids, kills, exit events), and they are
 killed when it closes; the zygote ends when the first connection closes.
@@ -44,6 +44,7 @@ resource limits, and serves Calls for its one unit with an
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import shutil
@@ -57,7 +58,9 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 BOX_BYTES, SHM_BYTES = 64 << 20, 16 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
-limits = procs = landlock = None  # modules of the package, imported by zygote() once sys.path holds it
+# Modules of the package, imported by zygote() once sys.path holds it (not in each call: a
+# function's import of a package's module costs microseconds every time).
+limits = procs = landlock = protocol = transport = None
 
 
 def _check(result: int, what: str) -> None:
@@ -148,7 +151,7 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
     if config["namespaces"]:
         private_view(spawn, config)
     for fd in cgroup_fds:
-        os.write(fd, b"0")  # "0": this process; its children follow
+        os.write(fd, b"0")  # "0": this thread, the process's only one; what it starts is born inside
     os.dup2(out_fd, 1)
     os.dup2(out_fd, 2)
     os.closerange(3, min(req_fd, rep_fd))
@@ -200,21 +203,17 @@ OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
 
 def _mapped(error, limits: dict):
     """Name running out of memory for what it is."""
-    from autograder.core.protocol import Failure, StudentError
-
     if error.kind == "MemoryError" or (error.kind in ("RuntimeError", "OutOfMemoryError")
                                        and any(s in error.message for s in OUT_OF_MEMORY)):
         limit = limits.get("RLIMIT_AS")
         cap = f" (its limit is {limit / 2**30:g} GiB)" if limit else ""
-        return StudentError(Failure.CRASHED, f"the worker ran out of memory{cap}", error.where)
+        return protocol.StudentError(protocol.Failure.CRASHED, f"the worker ran out of memory{cap}", error.where)
     return error
 
 
 def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None:
-    import gc
     from pathlib import Path
 
-    from autograder.sandbox.inside import transport
     from autograder.core.subject import CallTimeout, InProcessSubject
 
     inner = InProcessSubject(_course(config, spawn), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
@@ -236,9 +235,10 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
         return sorted(inner.runtime_uses(unit))
 
     reply({"op": "ready", "pid": os.getpid()})
+    requests = transport.FrameReader()
     while True:
         try:
-            header, values = transport.read_frame(req_fd, devices=True)
+            header, values = transport.read_frame(req_fd, requests, devices=True)
         except EOFError:
             os._exit(0)
         if header.get("test") != test:
@@ -268,14 +268,9 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
 
 def _answer(inner, call, limits: dict, seen) -> bytes:
     """The reply frame to one call, packed (packing is where an unsendable output shows)."""
-    import gc
-
-    from autograder.core.protocol import Failure, StudentError
-    from autograder.sandbox.inside import transport
-
     try:
         result = inner.run(call)
-    except StudentError as caught:
+    except protocol.StudentError as caught:
         caught.__context__ = caught.__cause__ = caught.__traceback__ = None
         error = _mapped(caught, limits)
         del caught
@@ -286,7 +281,7 @@ def _answer(inner, call, limits: dict, seen) -> bytes:
         try:
             return transport.pack({"op": "result", "ok": True, "seen": seen(call.unit)}, transport.result_values(result))
         except TypeError as why:
-            error = StudentError(Failure.BAD_OUTPUT, f"the output cannot be sent back: {why}")
+            error = protocol.StudentError(protocol.Failure.BAD_OUTPUT, f"the output cannot be sent back: {why}")
     return transport.pack({"op": "result", "ok": False, **transport.error_header(error), "seen": seen(call.unit)})
 
 
@@ -378,8 +373,6 @@ def _descendants_kill(root_pid: int) -> None:
 
 
 def zygote(config_path: str) -> None:
-    import gc
-
     # No collection while torch and its meta kernels import: each import adds objects that live
     # as long as the zygote, and the collections they set off cost 0.4 s of a 1.8 s start-up.
     # They are frozen below instead, garbage and all (a few MB, shared by every worker).
@@ -404,10 +397,11 @@ def zygote(config_path: str) -> None:
     del meta
 
     # What every worker needs, imported once here (after the fork, its uid may not reach the
-    # files): the subject and transport, and the limits and /proc helpers as this module's globals.
-    global limits, procs, landlock
-    from autograder.core import subject  # noqa: F401
-    from autograder.sandbox.inside import landlock, limits, procs, transport  # noqa: F401
+    # files): the subject, and as this module's globals the protocol, transport, rlimit,
+    # Landlock and /proc helpers.
+    global limits, procs, landlock, protocol, transport
+    from autograder.core import protocol, subject  # noqa: F401
+    from autograder.sandbox.inside import landlock, limits, procs, transport
 
     gc.freeze()
     gc.enable()
