@@ -181,10 +181,9 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
     units = [u.name for u in course.select(args.units)]
     jobs = min(parallel.usable_cpus() if jobs is None else jobs, len(units))
     if jobs > 1:
-        # One zygote for all the groups' processes (each would start its own); they print its warning.
-        pool = _prestart(course, announce=False) if options.get("sandbox") else None
+        pool = _prestart(course) if options.get("sandbox") else None  # one zygote for all the groups
         try:
-            results = parallel.grade_in_groups(folders, units, jobs, _group_options(options), pool)
+            results = parallel.grade_in_groups(course, folders, units, jobs, options, pool)
         finally:
             if pool is not None:
                 pool.release()
@@ -208,17 +207,7 @@ def _grade_here(course: Course, folders: list[Path], units: list[str] | None, op
             pool.release()
 
 
-def _group_options(options: dict) -> list[str]:
-    """``grade``'s options again, as the command line of each group's process."""
-    forwarded = ["--timeout", repr(options["timeout"])]
-    if options["seed"] is not None:
-        forwarded += ["--seed", str(options["seed"])]
-    if not options["sandbox"]:
-        forwarded.append("--no-sandbox")
-    return forwarded
-
-
-def _prestart(course: Course, announce: bool = True):
+def _prestart(course: Course):
     """The sandbox's zygote, started before grading imports anything heavy (its torch import overlaps ours)."""
     from autograder.sandbox.zygote import prestart
 
@@ -226,7 +215,7 @@ def _prestart(course: Course, announce: bool = True):
         pool = prestart(course)
     except OSError as error:
         raise GraderError(f"the sandbox could not start: {error}") from None
-    if pool.warning and announce:  # a mode that hides less than full isolation says so, loudly
+    if pool.warning:  # a mode that hides less than full isolation says so, loudly
         print(f"{course.brand.command}: WARNING: {pool.warning}", file=sys.stderr)
     return pool
 

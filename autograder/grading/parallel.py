@@ -2,24 +2,34 @@
 
 A grade's trusted side (hypothesis, the oracles, the checks) and the sandbox's
 worker take turns on one core, so a grade of all the units leaves the other
-cores idle. Each group here is the CLI's own ``grade --jobs 1`` of the same
-folders on some of the units, in a fresh process that spawns its workers from
-the caller's zygote (one zygote's start-up, about 1.3 CPU-s, instead of one per
-process); the groups' JSON results are joined unit by unit, in course order. Hypothesis's
-examples are a function of each test alone (derandomized), so a unit's result
-does not depend on which process graded it or with which other units: the
-joined result is the one a single process gives (``tests/project/test_cli.py``
-compares them).
+cores idle. This process imports torch, pytest and hypothesis once, then forks
+one process for each group but the first, which it grades itself: a fork
+inherits the imports (1.2 CPU-s each as a fresh process, on cores the zygote's
+own start-up also wants). Each process spawns its workers from the caller's
+zygote through a connection of its own (one zygote's start-up, about 1.3
+CPU-s, instead of one per process); the groups' results are joined unit by
+unit, in course order. Hypothesis's examples are a function of each test alone
+(derandomized), so a unit's result does not depend on which process graded it
+or with which other units: the joined result is the one a single process gives
+(``tests/project/test_cli.py`` compares them).
+
+Decision: fork, not a fresh interpreter. The project grades on Linux only
+(bubblewrap, cgroups); the forked process has no thread of its own making (torch's
+idle one aside, as in the zygote that forks every worker), and it forks before
+this process runs any test.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
+from autograder.core.heavy_imports import collection_paused
+from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.grading.errors import GraderError
 
@@ -39,38 +49,34 @@ def groups(units: list[str], jobs: int) -> list[list[str]]:
     return [units[i::jobs] for i in range(jobs)]
 
 
-def grade_in_groups(folders: list[Path], units: list[str], jobs: int, options: list[str],
+def grade_in_groups(course: Course, folders: list[Path], units: list[str], jobs: int, options: dict,
                     pool=None) -> list[GradeResult]:
     """One result per folder, each of ``units`` (in course order) graded by its group's process.
 
-    ``options`` are the ``grade`` options every process gets (``--timeout``, ``--seed``,
-    ``--no-sandbox``). With ``pool`` (a sandbox's :class:`~autograder.sandbox.zygote.Pool`),
-    every process spawns its workers from that one zygote. A process that fails fails the
-    grade, with its own message.
+    ``options`` are :func:`~autograder.grading.grade.grade`'s keyword arguments. With ``pool``
+    (a sandbox's :class:`~autograder.sandbox.zygote.Pool`), every process spawns its workers
+    from that one zygote. A process that fails fails the grade, with its own message.
     """
+    with collection_paused():
+        from autograder.grading.grade import grade  # once, before the forks: they inherit it
+
+    first, *others = groups(units, jobs)
     with tempfile.TemporaryDirectory(prefix="attn-grade-") as tmp:
-        running = []
-        for i, group in enumerate(groups(units, jobs)):
-            out = Path(tmp) / f"group{i}.json"
-            command = [sys.executable, "-m", "autograder.cli", "grade", *map(str, folders),
-                       *(arg for unit in group for arg in ("--unit", unit)), *options,
-                       "--jobs", "1", "--format", "json", "-o", str(out)]
-            log = open(Path(tmp) / f"group{i}.log", "w+", encoding="utf-8")  # a file: no pipe to fill
-            streams = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": log}
-            proc = (pool.popen_attached(command, dict(os.environ), **streams) if pool is not None
-                    else subprocess.Popen(command, **streams))
-            running.append((group, out, log, proc))
+        children = []
         try:
-            parts = [_wait(group, out, log, proc) for group, out, log, proc in running]
-            warnings = dict.fromkeys(line for _, _, log, _ in running for line in _read(log).splitlines())
+            for i, group in enumerate(others, 1):
+                children.append(_fork(Path(tmp) / f"group{i}", group, pool,
+                                      lambda group=group: grade(course, folders, units=group, **options)))
+            parts = [grade(course, folders, units=first, **options)]
+            while children:
+                group, pid, out, log = children[0]
+                status = os.waitpid(pid, 0)[1]
+                children.pop(0)
+                parts.append(_results(group, os.waitstatus_to_exitcode(status), out, log))
         finally:
-            for _, _, log, proc in running:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-                log.close()
-    for line in warnings:  # a weaker sandbox's warning, say: once, not once per group
-        print(line, file=sys.stderr)
+            for _, pid, _, _ in children:  # this grade failed: they are of no use
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
     merged = []
     for i in range(len(folders)):
         graded = {name: unit for part in parts for name, unit in part[i].units.items()}
@@ -79,14 +85,52 @@ def grade_in_groups(folders: list[Path], units: list[str], jobs: int, options: l
     return merged
 
 
-def _read(log) -> str:
-    log.seek(0)
-    return log.read()
+def _fork(base: Path, group: list[str], pool, run) -> tuple[list[str], int, Path, Path]:
+    """Fork a process that writes ``run()``'s results to ``base``.json (what it prints to
+    stderr goes to ``base``.log); returns (group, pid, results, log)."""
+    out, log = base.with_suffix(".json"), base.with_suffix(".log")
+    conn, attach = pool.attach() if pool is not None else (None, {})
+    sys.stdout.flush()
+    sys.stderr.flush()  # (else the fork would print what is buffered here a second time)
+    pid = os.fork()
+    if pid:
+        if conn is not None:
+            conn.close()  # the forked process holds its own copy
+        return group, pid, out, log
+    code = 1
+    try:
+        if conn is not None:
+            conn.detach()  # its descriptor is the attached pool's below, not this object's to close
+        null, errors = os.open(os.devnull, os.O_WRONLY), os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(null, 1)
+        os.dup2(errors, 2)
+        # The streams too: whoever set them (a test's capture, say) set them in the parent.
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
+        if pool is not None:
+            type(pool).after_fork(attach)
+        results = run()
+        out.write_text(json.dumps([r.to_dict() for r in results]), encoding="utf-8")
+        code = 0
+    except BaseException:  # noqa: BLE001 - the parent reports it, with this log
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
 
 
-def _wait(group: list[str], out: Path, log, proc: subprocess.Popen) -> list[GradeResult]:
-    code = proc.wait()
+def _read(log: Path) -> str:
+    try:
+        return log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _results(group: list[str], code: int, out: Path, log: Path) -> list[GradeResult]:
+    """What a group's process that ended with ``code`` graded."""
     if code != 0 or not out.is_file():
         raise GraderError(f"grading {', '.join(group)} failed (exit {code}): {_read(log).strip()[-2000:]}")
+    for line in dict.fromkeys(_read(log).splitlines()):
+        print(line, file=sys.stderr)  # a warning it printed (a library's, say)
     data = json.loads(out.read_text(encoding="utf-8"))
-    return [GradeResult.from_dict(d) for d in (data if isinstance(data, list) else [data])]
+    return [GradeResult.from_dict(d) for d in data]

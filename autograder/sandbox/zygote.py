@@ -522,6 +522,16 @@ class Pool:
             pool.users += 1
             return pool
 
+    @classmethod
+    def after_fork(cls, attach: dict[str, str]) -> None:
+        """In a grading process just forked from the one holding the pools: forget them (their
+        connections and zygotes stay that process's: nothing is closed or killed from here),
+        and let the next :meth:`acquire` attach through ``attach`` (what :meth:`attach` gave)."""
+        for pool in cls._shared.values():
+            pool._finalizer.detach()
+        cls._shared.clear()
+        os.environ.update(attach)
+
     def release(self) -> None:
         with self._lock:
             self.users -= 1

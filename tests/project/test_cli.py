@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from hypothesis import given, settings, strategies as st
 
@@ -13,6 +18,7 @@ import mutants
 from conftest import ROOT, attn_course, grade_json
 from autograder.core.manifest import load_course
 from autograder.core.determinism import pin_local_constants
+from autograder.grading.errors import GraderError
 
 COURSE = load_course(ROOT)
 BUILT = [u.name for u in COURSE.units.values() if (COURSE.solutions / u.file).is_file()]
@@ -51,6 +57,55 @@ def test_jobs_grade_as_one_process_does(tmp_path):
         assert list(many["units"]) == [u for u in COURSE.units if u in units]
         assert many == one
     assert alone[0]["score"] == alone[0]["max_score"] > alone[1]["score"]
+
+
+def _fake_grade(fail: dict[str, str], pid_file=None):
+    """A stand-in for ``grade``: ``fail[unit]`` says how grading that unit's group goes wrong."""
+    from autograder.core.results import GradeResult
+
+    def grade(course, folders, units, **options):
+        how = next((fail[u] for u in units if u in fail), None)
+        if how == "raise once the other runs":
+            deadline = time.monotonic() + 30
+            while not pid_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            how = "raise"
+        if how == "raise":
+            raise RuntimeError(f"boom while grading {units}")
+        if how == "die":
+            os._exit(9)
+        if how == "hang":
+            pid_file.write_text(str(os.getpid()))
+            time.sleep(60)
+        return [GradeResult(submission=str(f), units={}) for f in folders]
+    return grade
+
+
+@pytest.mark.parametrize("how, expected", [("raise", r"(?s)grading attention failed \(exit 1\): .*boom while grading"),
+                                           ("die", r"grading attention failed \(exit 9\)")])
+def test_a_group_that_fails_fails_the_grade_with_its_message(monkeypatch, how, expected):
+    """A forked group's process that raises or dies: a grader failure naming its units, with
+    what it printed; never a grade without them."""
+    from autograder.grading import grade as grading, parallel
+
+    monkeypatch.setattr(grading, "grade", _fake_grade({"attention": how}))
+    with pytest.raises(GraderError, match=expected):
+        parallel.grade_in_groups(COURSE, [COURSE.solutions], ["recurrent_cells", "attention"], 2, {})
+
+
+def test_a_failure_in_this_process_group_ends_the_others(monkeypatch, tmp_path):
+    """When the group this process grades itself fails, the forked ones are killed, not left
+    grading for nobody."""
+    from autograder.grading import grade as grading, parallel
+
+    pid_file = tmp_path / "pid"
+    monkeypatch.setattr(grading, "grade", _fake_grade({"recurrent_cells": "raise once the other runs",
+                                                       "attention": "hang"}, pid_file))
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="boom"):
+        parallel.grade_in_groups(COURSE, [COURSE.solutions], ["recurrent_cells", "attention"], 2, {})
+    assert time.monotonic() - started < 30, "the other group's process was waited for, not killed"
+    assert not Path(f"/proc/{pid_file.read_text()}").exists()
 
 
 def test_every_message_is_the_same_on_every_run():
