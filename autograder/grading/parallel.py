@@ -101,7 +101,8 @@ def _fork(base: Path, group: list[str], pool, run) -> tuple[list[str], int, Path
     try:
         if conn is not None:
             conn.detach()  # its descriptor is the attached pool's below, not this object's to close
-        null, errors = os.open(os.devnull, os.O_WRONLY), os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+        null, errors = os.open(os.devnull, os.O_RDWR), os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(null, 0)  # no input to share with this process
         os.dup2(null, 1)
         os.dup2(errors, 2)
         # The streams too: whoever set them (a test's capture, say) set them in the parent.
