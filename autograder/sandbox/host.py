@@ -351,7 +351,7 @@ class SandboxSubject:
     def _drain_output(self, out_r: int) -> None:
         while True:
             try:
-                data = os.read(out_r, 1 << 16)
+                data = os.read(out_r, transport.READ_SIZE)
             except BlockingIOError:
                 return
             except OSError:
