@@ -2,7 +2,8 @@
 
 Students are graded in chunks by ``jobs`` threads, each with a grader process
 of its own (:mod:`autograder.grading.serve`) that grades its chunks one after
-another, so the process's start-up is paid once per thread. The grader
+another, so the process's start-up is paid once per thread; this process
+imports their modules once and forks them (:mod:`autograder.grading.forking`). The grader
 processes spawn their sandbox workers from one zygote, the batch's (as the
 processes of a ``grade --jobs N`` do): one zygote's start-up, not one each. Each
 student's result is written atomically as soon as its chunk finishes, with
@@ -54,6 +55,7 @@ from autograder.core.uploads import SubmissionError, walk
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.formats import gradebook_csv, to_markdown
 from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
+from autograder.grading import forking, serve
 from autograder.sandbox.zygote import Pool, SandboxError
 
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
@@ -146,17 +148,43 @@ def _one_line(text: str, limit: int = 300) -> str:
 class _Server:
     """One grader process (:mod:`autograder.grading.serve`) that grades its batch thread's chunks
     one after another, so its start-up (its imports, more CPU than a student's grade) is paid
-    once per thread, not once per chunk. It spawns its workers from ``zygote``, the batch's
-    (:meth:`~autograder.sandbox.zygote.Pool.popen_attached`)."""
+    once per thread, not once per chunk. It spawns its workers from the batch's zygote.
 
-    def __init__(self, course: Course, units: list[str] | None, zygote: Pool):
-        self.log = tempfile.TemporaryFile()  # a file, not a pipe: nothing to fill while we wait
-        # A session of its own: a Ctrl-C meant for the batch reaches the batch, which stops this.
-        self.proc = zygote.popen_attached(
+    :meth:`forked` ones inherit this process's imports; a replacement is :meth:`started` as a
+    fresh interpreter, since the batch's threads are running by then (no fork among threads).
+    Either runs in a session of its own: a Ctrl-C meant for the batch reaches the batch, which
+    stops it."""
+
+    def __init__(self, proc, log):
+        self.proc, self.log = proc, log  # log: a file, not a pipe: nothing to fill while we wait
+        self._buffer = b""
+
+    @classmethod
+    def started(cls, course: Course, units: list[str] | None, zygote: Pool) -> "_Server":
+        log = tempfile.TemporaryFile()
+        proc = zygote.popen_attached(
             [sys.executable, "-m", "autograder.grading.serve", *(units or [])],
             {**os.environ, "AUTOGRADER_COURSE_ROOT": str(course.root), "AUTOGRADER_SERVE_PARENT": str(os.getpid())},
-            cwd=course.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
-        self._buffer = b""
+            cwd=course.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        return cls(proc, log)
+
+    @classmethod
+    def forked(cls, course: Course, units: list[str] | None, zygote: Pool, others: list["_Server"]) -> "_Server":
+        """``others``: the grader processes forked before, whose pipes the new one must not hold."""
+        log = tempfile.TemporaryFile()
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        stdin, stdout = os.fdopen(request_w, "wb"), os.fdopen(reply_r, "rb", buffering=0)
+        batch = os.getpid()
+        try:
+            pid = forking.fork(lambda: serve.main(units or [], course, parent=batch),
+                               (request_r, reply_w, os.dup(log.fileno())), pool=zygote, session=True,
+                               close=[stdin, stdout, *(f for o in others for f in (o.proc.stdin, o.proc.stdout))])
+        except BaseException:
+            for file in (stdin, stdout, log):
+                file.close()
+            raise
+        return cls(forking.Forked(pid, stdin, stdout), log)
 
     def grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
         """None once ``report`` holds the results; else why not (the process is then useless)."""
@@ -189,6 +217,11 @@ class _Server:
             os.killpg(self.proc.pid, signal.SIGKILL)  # the process and whatever it left in its session
         except OSError:
             pass
+        if self.proc.returncode is None:  # (a forked one may not have made its session yet)
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def close(self) -> None:
         """End of input: the process stops its zygote and exits; killed if it takes long."""
@@ -210,11 +243,28 @@ class _Runner:
         self.course, self.out, self.units, self.budget = course, out, units, budget
         self.stopping = threading.Event()
         self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
+        self._forked: list[_Server] = []  # grader processes forked for threads that have none yet
         self._pool: Pool | None = None  # the zygote the grader processes spawn their workers from
         self._lock = threading.Lock()
 
+    def start(self, servers: int) -> None:
+        """Before the batch's threads start: the zygote, then ``servers`` grader processes forked
+        from this one, which imports their modules once, while the zygote imports torch (two
+        grader processes on the 2-core machine: 2.2 s less of a 29 s -j2 batch than when each
+        imported its own). A thread that finds none starts its own."""
+        self.start_zygote()
+        if self._pool is None:
+            return
+        serve.import_grader()
+        while len(self._forked) < servers and not self.stopping.is_set():
+            try:
+                self._forked.append(_Server.forked(self.course, self.units, self._pool, self._forked))
+            except (OSError, SandboxError):
+                return
+
     def start_zygote(self) -> None:
-        """Start the batch's zygote now: it imports torch while the first grader processes import theirs."""
+        """Start the batch's zygote now: it imports torch while this process, or the first grader
+        processes, import theirs."""
         with self._lock:
             try:
                 self._zygote_alive()
@@ -232,14 +282,16 @@ class _Runner:
         return self._pool
 
     def release(self) -> None:
-        """Stop the zygote (after every grader process has closed)."""
+        """Stop the grader processes no thread took, then the zygote (after every grader process has closed)."""
+        while self._forked:
+            self._forked.pop().close()
         if self._pool is not None:
             self._pool.close()
 
     def stop(self) -> None:
         self.stopping.set()
         with self._lock:
-            for server in self._servers.values():
+            for server in [*self._servers.values(), *self._forked]:
                 server.kill()
 
     def close(self) -> None:
@@ -255,9 +307,11 @@ class _Runner:
             if self.stopping.is_set():
                 return "stopped"
             server = self._servers.get(threading.get_ident())
+            if server is None and self._forked:
+                server = self._servers[threading.get_ident()] = self._forked.pop()
             if server is None:
                 try:
-                    server = _Server(self.course, self.units, self._zygote_alive())
+                    server = _Server.started(self.course, self.units, self._zygote_alive())
                 except (OSError, SandboxError) as error:
                     return f"grader failure: the sandbox could not start: {_one_line(str(error))}"
                 self._servers[threading.get_ident()] = server
@@ -334,9 +388,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     chunks, finished = queue.SimpleQueue(), queue.SimpleQueue()
     for chunk in _chunks(todo, jobs):
         chunks.put(chunk)
-
-    if todo:
-        runner.start_zygote()
+    threads = min(jobs, chunks.qsize())
 
     def work() -> None:  # one batch thread: chunk after chunk, with one grader process
         try:
@@ -351,16 +403,18 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
             runner.close()
 
     try:
+        if threads:
+            runner.start(threads)  # (forks: before any thread starts)
         with Progress(disable=not show_progress) as progress, ThreadPoolExecutor(max_workers=jobs) as pool:
             task = progress.add_task("grading", total=len(todo))
-            threads = [pool.submit(work) for _ in range(min(jobs, chunks.qsize()))]
-            while threads:
+            running = [pool.submit(work) for _ in range(threads)]
+            while running:
                 # A short wait, so the main thread runs its signal handlers at once.
-                done, _ = wait(threads, timeout=0.2, return_when=FIRST_COMPLETED)
+                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
                 while not finished.empty():
                     progress.advance(task, finished.get())
                 for future in done:
-                    threads.remove(future)
+                    running.remove(future)
                     future.result()
     finally:
         runner.release()

@@ -2,21 +2,16 @@
 
 A grade's trusted side (hypothesis, the oracles, the checks) and the sandbox's
 worker take turns on one core, so a grade of all the units leaves the other
-cores idle. This process imports torch, pytest and hypothesis once, then forks
-one process for each group but the first, which it grades itself: a fork
-inherits the imports (1.2 CPU-s each as a fresh process, on cores the zygote's
-own start-up also wants). Each process spawns its workers from the caller's
-zygote through a connection of its own (one zygote's start-up, about 1.3
-CPU-s, instead of one per process); the groups' results are joined unit by
-unit, in course order. Hypothesis's examples are a function of each test alone
-(derandomized), so a unit's result does not depend on which process graded it
-or with which other units: the joined result is the one a single process gives
+cores idle. This process imports torch, pytest and hypothesis once, then,
+before it runs any test, forks one process for each group but the first, which
+it grades itself: a fork inherits the imports (:mod:`.forking`, which gives the
+decision). Each process spawns its workers from the caller's zygote through a
+connection of its own (one zygote's start-up, about 1.3 CPU-s, instead of one
+per process); the groups' results are joined unit by unit, in course order.
+Hypothesis's examples are a function of each test alone (derandomized), so a
+unit's result does not depend on which process graded it or with which other
+units: the joined result is the one a single process gives
 (``tests/project/test_cli.py`` compares them).
-
-Decision: fork, not a fresh interpreter. The project grades on Linux only
-(bubblewrap, cgroups); the forked process has no thread of its own making (torch's
-idle one aside, as in the zygote that forks every worker), and it forks before
-this process runs any test.
 """
 from __future__ import annotations
 
@@ -25,12 +20,12 @@ import os
 import signal
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 
 from autograder.core.heavy_imports import collection_paused
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
+from autograder.grading import forking
 from autograder.grading.errors import GraderError
 
 
@@ -89,35 +84,14 @@ def _fork(base: Path, group: list[str], pool, run) -> tuple[list[str], int, Path
     """Fork a process that writes ``run()``'s results to ``base``.json (what it prints to
     stderr goes to ``base``.log); returns (group, pid, results, log)."""
     out, log = base.with_suffix(".json"), base.with_suffix(".log")
-    conn, attach = pool.attach() if pool is not None else (None, {})
-    sys.stdout.flush()
-    sys.stderr.flush()  # (else the fork would print what is buffered here a second time)
-    pid = os.fork()
-    if pid:
-        if conn is not None:
-            conn.close()  # the forked process holds its own copy
-        return group, pid, out, log
-    code = 1
-    try:
-        if conn is not None:
-            conn.detach()  # its descriptor is the attached pool's below, not this object's to close
-        null, errors = os.open(os.devnull, os.O_RDWR), os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
-        os.dup2(null, 0)  # no input to share with this process
-        os.dup2(null, 1)
-        os.dup2(errors, 2)
-        # The streams too: whoever set them (a test's capture, say) set them in the parent.
-        sys.stdout = open(1, "w", closefd=False)
-        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
-        if pool is not None:
-            type(pool).after_fork(attach)
-        results = run()
-        out.write_text(json.dumps([r.to_dict() for r in results]), encoding="utf-8")
-        code = 0
-    except BaseException:  # noqa: BLE001 - the parent reports it, with this log
-        traceback.print_exc()
-    finally:
-        sys.stderr.flush()
-        os._exit(code)
+
+    def write() -> int:
+        out.write_text(json.dumps([r.to_dict() for r in run()]), encoding="utf-8")
+        return 0
+
+    null = os.open(os.devnull, os.O_RDWR)  # no input to share with this process
+    streams = (null, os.dup(null), os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
+    return group, forking.fork(write, streams, pool=pool), out, log
 
 
 def _read(log: Path) -> str:

@@ -5,7 +5,9 @@ pytest, hypothesis) and its first grade take about 2.5 CPU-seconds, a zygote
 about 1.3 more, one student of one unit about 1 to 2. A batch job
 (:mod:`autograder.delivery.batch`) therefore keeps one of these processes and
 sends it chunk after chunk; the process spawns its workers from the batch's
-zygote, named by ``AUTOGRADER_SANDBOX_ATTACH`` (started alone, it starts its own)::
+zygote, named by ``AUTOGRADER_SANDBOX_ATTACH`` (started alone, it starts its own).
+The batch forks its first ones (:mod:`.forking`: they inherit its imports and run
+:func:`main`) and starts a replacement as a fresh interpreter::
 
     python -m autograder.grading.serve [UNIT ...]    # the course from AUTOGRADER_COURSE_ROOT / the cwd
 
@@ -32,26 +34,26 @@ import sys
 from pathlib import Path
 
 from autograder.core.heavy_imports import collection_paused
-from autograder.core.manifest import load_course
+from autograder.core.manifest import Course, load_course
 from autograder.grading.errors import GraderError
 from autograder.sandbox.zygote import prestart
 
 
-def main(units: list[str]) -> int:
+def main(units: list[str], course: Course | None = None, parent: int = 0) -> int:
+    """Serve requests from stdin until its end; ``course`` (default: :func:`load_course`'s),
+    and ``parent``: a process to end with (0: none)."""
     # Replies get a descriptor of their own: whatever else writes to stdout (a library's
     # warning printed by C code) cannot break a reply line.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    _die_with(int(os.environ.get("AUTOGRADER_SERVE_PARENT", "0")))
-    course = load_course()
+    _die_with(parent)
+    course = course or load_course()
     try:
         pool = prestart(course)  # the batch's zygote; or our own, whose torch import overlaps ours
     except OSError as error:
         return _reply(replies, {"error": f"the sandbox could not start: {error}"})
     try:
-        with collection_paused():
-            from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
-
+        grade = import_grader()  # after the zygote starts
         for line in sys.stdin:
             request = json.loads(line)
             try:
@@ -64,6 +66,14 @@ def main(units: list[str]) -> int:
         return 0
     finally:
         pool.release()
+
+
+def import_grader():
+    """``grade``, imported with collection paused (torch, pytest, hypothesis: whatever forks from
+    this process afterwards inherits them)."""
+    with collection_paused():
+        from autograder.grading.grade import grade
+    return grade
 
 
 def _reply(replies, message: dict) -> int:
@@ -82,4 +92,4 @@ def _die_with(parent: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], parent=int(os.environ.get("AUTOGRADER_SERVE_PARENT", "0"))))

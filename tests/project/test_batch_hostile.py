@@ -17,7 +17,8 @@ from pathlib import Path
 from conftest import ROOT, attn_course, grade_json
 import mutants
 from autograder.core.manifest import load_course
-from autograder.delivery.batch import Student, _chunks, _Runner, discover
+from autograder.delivery.batch import Student, _chunks, _Runner, _Server, discover
+from autograder.sandbox.zygote import Pool
 
 sys.path.insert(0, str(ROOT / "tests" / "hostile" / "batch"))
 import uploads  # noqa: E402
@@ -103,15 +104,17 @@ def test_a_chunk_out_of_time_costs_only_the_slow_student_and_is_graded_again(tmp
 
 
 def _graders_of(pid: int) -> list[int]:
-    """Grader processes the batch started (they run in sessions of their own)."""
-    found = []
+    """Grader processes the batch started (they run in sessions of their own): forked from it
+    (its command line), or started as ``autograder.grading.serve``."""
+    found, batch = [], Path(f"/proc/{pid}/cmdline").read_bytes()
     for entry in os.listdir("/proc"):
         try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
             stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if b"autograder.grading.serve" in cmd and int(stat[1]) == pid and stat[0] != "Z":
+        grader = cmd == batch or b"autograder.grading.serve" in cmd.split(b"\0")
+        if grader and int(stat[1]) == pid and stat[0] != "Z":
             found.append(int(entry))
     return found
 
@@ -139,6 +142,40 @@ def test_a_grader_process_grades_its_next_chunk_as_a_fresh_one_would(tmp_path):
     warm = json.loads((tmp_path / "1.json").read_text())
     fresh = grade_json([subs / "bob", honest], ["attention"])
     assert warm == fresh and 0 < warm[0]["score"] < warm[1]["score"] == warm[1]["max_score"]
+
+
+def _pipes(pid: int) -> set[str]:
+    return {target for fd in os.listdir(f"/proc/{pid}/fd")
+            if (target := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("pipe:")}
+
+
+def test_grader_processes_forked_one_after_another_hold_only_their_own_pipes(tmp_path):
+    """The batch forks its grader processes one after another. A later one must not hold an
+    earlier one's pipes: that one's end of input would never come (closed, it would be killed
+    after 30 s instead of ending by itself). And a forked one grades as a fresh grade does."""
+    subs = tmp_path / "subs"
+    mutants.write("attention.py", next(m for m in mutants.load("attention") if m["name"] == "no_scale"), subs / "bob")
+    honest = subs / _honest(subs, "carol")
+    course = load_course(ROOT)
+    pool = Pool(course)
+    servers = []
+    try:
+        for _ in range(2):
+            servers.append(_Server.forked(course, ["attention"], pool, list(servers)))
+        first, second = servers
+        assert second.grade([subs / "bob", honest], tmp_path / "report.json", 300.0) is None  # (set up by now)
+        ours = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (first.proc.stdin, first.proc.stdout)}
+        assert len(ours) == 2 and not ours & _pipes(second.proc.pid)
+        started = time.monotonic()
+        first.close()
+        assert first.proc.returncode == 0 and time.monotonic() - started < 20
+    finally:
+        for server in servers:
+            server.close()
+        pool.close()
+    forked = json.loads((tmp_path / "report.json").read_text())
+    fresh = grade_json([subs / "bob", honest], ["attention"])
+    assert forked == fresh and 0 < forked[0]["score"] < forked[1]["score"] == forked[1]["max_score"]
 
 
 def test_a_zygote_that_ended_is_replaced_for_the_next_grader_process(tmp_path):
