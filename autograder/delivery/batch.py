@@ -245,7 +245,8 @@ class _Runner:
         self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
         self._forked: list[_Server] = []  # grader processes forked for threads that have none yet
         self._pool: Pool | None = None  # the zygote the grader processes spawn their workers from
-        self._lock = threading.Lock()
+        # Re-entrant: SIGINT's handler (stop) runs in the main thread, which may hold it then.
+        self._lock = threading.RLock()
 
     def start(self, servers: int) -> None:
         """Before the batch's threads start: the zygote, then ``servers`` grader processes forked

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -198,6 +199,21 @@ def test_a_zygote_that_ended_is_replaced_for_the_next_grader_process(tmp_path):
     record = json.loads((out / "students" / f"{name}.json").read_text())
     assert record["status"] == "graded", record["status"]
     assert record["result"]["score"] == record["result"]["max_score"] > 0
+
+
+def test_ctrl_c_while_the_batch_holds_its_lock_does_not_hang(tmp_path):
+    """SIGINT's handler (``stop``) runs in the main thread between two steps of whatever it was
+    doing, such as starting the zygote under the runner's lock: it must not wait for itself."""
+    runner = _Runner(load_course(ROOT), tmp_path, ["attention"], 300.0)
+
+    def interrupted_while_starting() -> None:
+        with runner._lock:  # as start_zygote holds it
+            runner.stop()  # what the handler calls, in the same thread
+
+    thread = threading.Thread(target=interrupted_while_starting, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and runner.stopping.is_set()
 
 
 def test_ctrl_c_stops_cleanly_records_nothing_cut_short_and_resumes(tmp_path):
