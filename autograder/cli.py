@@ -25,13 +25,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from autograder.core.heavy_imports import collection_paused
 from autograder.core.manifest import Course, load_course
 from autograder.core.shutdown import exit_code
 from autograder.delivery import classroom
 from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
 from autograder.delivery.formats import read_roster, to_junit, to_markdown
-from autograder.grading import parallel
+from autograder.grading import forking, parallel
 from autograder.grading.errors import GraderError
 from autograder.grading.report import print_results
 
@@ -198,9 +197,7 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
 def _grade_here(course: Course, folders: list[Path], units: list[str] | None, options: dict):
     pool = _prestart(course) if options.get("sandbox") else None
     try:
-        with collection_paused():
-            from autograder.grading.grade import grade  # torch, pytest, hypothesis: after the zygote starts
-
+        grade = forking.import_grader()  # torch, pytest, hypothesis: after the zygote starts
         return grade(course, folders, units=units, **options)
     finally:
         if pool is not None:

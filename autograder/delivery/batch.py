@@ -256,7 +256,7 @@ class _Runner:
         self.start_zygote()
         if self._pool is None:
             return
-        serve.import_grader()
+        forking.import_grader()
         while len(self._forked) < servers and not self.stopping.is_set():
             try:
                 self._forked.append(_Server.forked(self.course, self.units, self._pool, self._forked))

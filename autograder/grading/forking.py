@@ -21,6 +21,16 @@ import sys
 import traceback
 from typing import Callable
 
+from autograder.core.heavy_imports import collection_paused
+
+
+def import_grader():
+    """``grade``: torch, pytest and hypothesis imported with collection paused, so that they
+    are never scanned again, here or in what forks from here afterwards."""
+    with collection_paused():
+        from autograder.grading.grade import grade
+    return grade
+
 
 def fork(run: Callable[[], int], streams: tuple[int, int, int], *, pool=None, close=(), session=False) -> int:
     """Fork a process that runs ``run()`` and exits with the code it returns (1, with the

@@ -22,7 +22,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.core.heavy_imports import collection_paused
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.grading import forking
@@ -52,9 +51,7 @@ def grade_in_groups(course: Course, folders: list[Path], units: list[str], jobs:
     (a sandbox's :class:`~autograder.sandbox.zygote.Pool`), every process spawns its workers
     from that one zygote. A process that fails fails the grade, with its own message.
     """
-    with collection_paused():
-        from autograder.grading.grade import grade  # once, before the forks: they inherit it
-
+    grade = forking.import_grader()  # once, before the forks: they inherit it
     first, *others = groups(units, jobs)
     with tempfile.TemporaryDirectory(prefix="attn-grade-") as tmp:
         children = []

@@ -33,9 +33,9 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder.core.heavy_imports import collection_paused
 from autograder.core.manifest import Course, load_course
 from autograder.grading.errors import GraderError
+from autograder.grading.forking import import_grader
 from autograder.sandbox.zygote import prestart
 
 
@@ -66,14 +66,6 @@ def main(units: list[str], course: Course | None = None, parent: int = 0) -> int
         return 0
     finally:
         pool.release()
-
-
-def import_grader():
-    """``grade``, imported with collection paused (torch, pytest, hypothesis: whatever forks from
-    this process afterwards inherits them)."""
-    with collection_paused():
-        from autograder.grading.grade import grade
-    return grade
 
 
 def _reply(replies, message: dict) -> int:
