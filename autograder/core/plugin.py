@@ -21,6 +21,21 @@ from autograder.core.results import GradeResult, TestResult
 from autograder.core.scoring import unit_result
 
 
+# What this process's sessions learnt at collection: test module (path, mtime, size) -> the units
+# its tests grade. A later session of this process skips a module none of whose units it grades
+# (:meth:`GradingPlugin.pytest_ignore_collect`), which its items would be dropped from anyway:
+# a batch's grader process grades chunk after chunk, each its own session.
+_UNITS_OF_MODULE: dict[tuple[str, int, int], frozenset[str]] = {}
+
+
+def _module_key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return str(path), info.st_mtime_ns, info.st_size
+
+
 class CourseError(Exception):
     """The course's own tests break the conventions above (never the student's fault)."""
 
@@ -52,13 +67,21 @@ class GradingPlugin:
                      for sid, s in self.subjects.items()]
             metafunc.parametrize("subject", views, ids=list(self.subjects), scope="session")
 
+    def pytest_ignore_collect(self, collection_path: Path, config):
+        units = _UNITS_OF_MODULE.get(_module_key(collection_path)) if collection_path.is_file() else None
+        return True if units is not None and units.isdisjoint(self.units) else None
+
     def pytest_collection_modifyitems(self, session, config, items):
-        kept = []
+        kept, learnt = [], {}
         for item in items:
             unit, points, name = self._describe(item)
+            learnt.setdefault(Path(str(item.path)), set()).add(unit)
             if unit in self.units:
                 kept.append(item)
         items[:] = kept
+        for path, units in learnt.items():
+            if (key := _module_key(path)) is not None:
+                _UNITS_OF_MODULE[key] = frozenset(units)
 
     def _describe(self, item) -> tuple[str, float, str]:
         unit = item.get_closest_marker("unit")

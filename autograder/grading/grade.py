@@ -60,7 +60,15 @@ def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, time
         raise GraderError(f"the sandbox could not be set up: {error}") from None
 
 
-def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str, ...], seed: int | None) -> list[GradeResult]:
+def collect_suites(course: Course, units: list[str] | None = None) -> None:
+    """Collect the suites as a grade does, running nothing: their test modules are then imported
+    in this process, and the units of each known (:mod:`autograder.core.plugin`). A class batch
+    does it before it forks its grader processes, which then start grading with both."""
+    _run(course, {}, [u.name for u in course.select(units)], SUITES, None, collect_only=True)
+
+
+def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str, ...], seed: int | None,
+         *, collect_only: bool = False) -> list[GradeResult]:
     plugin = GradingPlugin(course, subjects, selected, explore=seed is not None)
     paths = [str(course.public_tests if suite == "public" else course.hidden_tests) for suite in suites]
     args = [
@@ -78,6 +86,7 @@ def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str,
         "--tb=native",
         "-q",
         *(["--hypothesis-seed", str(seed)] if seed is not None else []),
+        *(["--collect-only"] if collect_only else []),
     ]
     log = io.StringIO()
     with contextlib.redirect_stdout(log):

@@ -145,6 +145,54 @@ def test_a_grader_process_grades_its_next_chunk_as_a_fresh_one_would(tmp_path):
     assert warm == fresh and 0 < warm[0]["score"] < warm[1]["score"] == warm[1]["max_score"]
 
 
+LATER_GRADES = """
+import json, sys
+from pathlib import Path
+from autograder.core import plugin
+from autograder.core.manifest import load_course
+from autograder.grading.grade import collect_suites, grade
+skipped, ask = [], plugin.GradingPlugin.pytest_ignore_collect
+def spy(self, collection_path, config):
+    answer = ask(self, collection_path, config)
+    skipped.append(collection_path.name) if answer else None
+    return answer
+plugin.GradingPlugin.pytest_ignore_collect = spy
+course, folder = load_course(), Path(sys.argv[1])
+collect_suites(course, ["attention"])  # as a batch does before it forks its grader processes
+grades = []
+for units in (["attention"], ["attention", "positional_encoding"], ["positional_encoding"]):
+    skipped.clear()
+    grades.append(grade(course, [folder], units=units)[0].to_dict())
+    grades[-1]["skipped"] = sorted(skipped)
+print(json.dumps(grades))
+"""
+
+
+def test_a_process_grades_other_units_after_one_as_a_fresh_one_would(tmp_path):
+    """A process's later grades collect only the test modules of their units, as its first
+    collection learnt them (autograder.core.plugin): one that collected and graded one unit
+    skips the others' modules, and still runs every test of the units it grades next."""
+    bob = tmp_path / "bob"
+    mutants.write("positional_encoding.py", mutants.load("positional_encoding")[0], bob)  # the rest: solutions
+    proc = subprocess.run([sys.executable, "-c", LATER_GRADES, str(bob)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    later = json.loads(proc.stdout.splitlines()[-1])
+    skipped = [set(r.pop("skipped")) for r in later]
+    assert {"test_positional_encoding_properties.py", "test_multi_head_public.py"} <= skipped[0]
+    assert not {n for n in skipped[0] | skipped[1] if n.startswith("test_attention")}
+    assert not {n for n in skipped[1] | skipped[2] if n.startswith("test_positional")}
+    assert "test_attention_properties.py" in skipped[2]
+    fresh = [grade_json([bob], units)[0]
+             for units in (["attention"], ["attention", "positional_encoding"], ["positional_encoding"])]
+    for result in (*later, *fresh):
+        result.pop("submission")
+    assert later == fresh
+    assert [sorted(r["units"]) for r in later] == [["attention"], ["attention", "positional_encoding"],
+                                                   ["positional_encoding"]]
+    assert 0 < later[1]["units"]["positional_encoding"]["score"] < later[1]["units"]["positional_encoding"]["max_score"]
+
+
 def _pipes(pid: int) -> set[str]:
     return {target for fd in os.listdir(f"/proc/{pid}/fd")
             if (target := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("pipe:")}
