@@ -68,7 +68,7 @@ class GradingPlugin:
             metafunc.parametrize("subject", views, ids=list(self.subjects), scope="session")
 
     def pytest_ignore_collect(self, collection_path: Path, config):
-        units = _UNITS_OF_MODULE.get(_module_key(collection_path)) if collection_path.is_file() else None
+        units = _UNITS_OF_MODULE.get(_module_key(collection_path))  # (only modules are ever learnt)
         return True if units is not None and units.isdisjoint(self.units) else None
 
     def pytest_collection_modifyitems(self, session, config, items):
