@@ -549,6 +549,40 @@ def test_closing_leaves_nothing(tmp_path):
     assert not leftovers({"uids": [] if uid is None else [uid], "folders": [str(folder)]})
 
 
+ORPHANS = textwrap.dedent("""
+    import os, time, torch
+
+    def softmax(x, dim=-1):
+        for _ in range(20):  # children that exit at once, each leaving a child that exits: orphans
+            pid = os.fork()
+            if pid == 0:
+                if os.fork() == 0:
+                    os._exit(0)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        time.sleep(0.5)
+        zombies = 0
+        for entry in filter(str.isdigit, os.listdir("/proc")):  # (its own PID namespace's)
+            try:
+                zombies += open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+            except OSError:
+                pass
+        return torch.tensor([float(zombies)])
+""")
+
+
+def test_a_workers_orphans_are_reaped_while_it_runs(tmp_path):
+    """Its PID namespace's init reaps what it adopts: orphans that exit leave no zombie behind to
+    count against the worker's process limit (the pids cgroup counts them until they are reaped)."""
+    mode = isolation_mode()
+    if mode != "full":
+        pytest.skip(f"{mode} mode: no PID namespace here (a subreaper zygote reaps)")
+    (tmp_path / "attention.py").write_text(ORPHANS, encoding="utf-8")
+    with SandboxSubject(COURSE, tmp_path) as subject:
+        assert subject.status("attention") is None
+        assert subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist() == [0.0]
+
+
 def _marked(count: int, grace: float = 10.0) -> list[int]:
     """The pids of processes carrying MARK, once there are ``count`` of them (or after ``grace`` s)."""
     deadline = time.monotonic() + grace
