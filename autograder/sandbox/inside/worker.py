@@ -33,13 +33,13 @@ each connection's workers are its own (ids, kills, exit events), and they are
 killed when it closes; the zygote ends when the first connection closes.
 
 Each worker is forked from the zygote. In full mode it gets its own PID,
-mount and IPC namespaces (killing it kills every process it started; SysV
-objects die with it), a size-capped tmpfs for its box (a copy of its
-submission), /tmp and /dev/shm, and sees only its own unit's folder of
-stand-ins (the units that unit depends on, never the unit's own) and none
-of the other submissions. It joins its cgroups, drops to its uid, sets
-resource limits, and serves Calls for its one unit with an
-:class:`~autograder.core.subject.InProcessSubject`.
+mount and IPC namespaces (once it ends, the zygote ends the namespace's
+init, and with it every process the worker started; SysV objects die with
+it), a size-capped tmpfs for its box (a copy of its submission), /tmp and
+/dev/shm, and sees only its own unit's folder of stand-ins (the units that
+unit depends on, never the unit's own) and none of the other submissions.
+It joins its cgroups, drops to its uid, sets resource limits, and serves
+Calls for its one unit with an :class:`~autograder.core.subject.InProcessSubject`.
 """
 from __future__ import annotations
 
