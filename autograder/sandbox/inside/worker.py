@@ -442,7 +442,7 @@ def zygote(config_path: str) -> None:
             if pid == worker:
                 entry[4] = status
             pids.remove(pid)
-            for each in pids:  # the worker ended: end its namespace (a pid not reaped is still ours)
+            for each in pids:  # one of the two ended: end the other (a pid not reaped is still ours)
                 try:
                     os.kill(each, signal.SIGKILL)
                 except OSError:
