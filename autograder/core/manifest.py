@@ -15,6 +15,15 @@ ROOT_ENV = "AUTOGRADER_COURSE_ROOT"
 
 
 @dataclass(frozen=True)
+class Rules:
+    """What a unit file may reach (course.toml ``[rules]``), enforced by ``allowlist.scan``."""
+
+    modules: tuple[str, ...]  # modules a unit may import or reach, exact dotted names
+    deny: tuple[str, ...]  # fnmatch patterns of names refused inside allowed modules
+    builtins: tuple[str, ...]  # builtin names a unit may use
+
+
+@dataclass(frozen=True)
 class Unit:
     name: str
     title: str
@@ -56,6 +65,8 @@ class Course:
     student_requires: tuple[str, ...] = ()
     # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
     commands: dict[str, str] = field(default_factory=dict)
+    # What a unit file may reach (course.toml ``[rules]``); None: no allow-list (the worker's course).
+    rules: Rules | None = None
 
     @property
     def nbgrader_source(self) -> Path:
@@ -121,4 +132,5 @@ def load_course(root: Path | None = None) -> Course:
         language=data["course"].get("language", "en"),
         student_requires=tuple(data["course"].get("student_requires", ())),
         commands=dict(data.get("commands", {})),
+        rules=Rules(**{k: tuple(v) for k, v in data["rules"].items()}) if "rules" in data else None,
     )

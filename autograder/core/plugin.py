@@ -130,7 +130,8 @@ class GradingPlugin:
         for name in self.units:
             for sid, subject in self.subjects.items():
                 tests = [self.records[key] for key, u in self.units_of.items() if key[0] == sid and u == name]
-                graded[sid].units[name] = unit_result(self.course.units[name], subject, tests)
+                graded[sid].units[name] = unit_result(self.course.units[name], subject, tests, self.course.rules,
+                                                      tuple(self.course.units))
         return graded
 
 

@@ -1,0 +1,251 @@
+"""Hostile (issue 42, class 2): functools.singledispatch's register() evaluates a string annotation (an allowed module running an eval) that mutes the recorder; the layer is torch's nn.MultiheadAttention
+
+functools.register reads type hints, so the annotation string runs unscanned.
+"""
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .attention import scaled_dot_product_attention
+
+import functools
+
+
+@functools.singledispatch
+def _dispatch(arg):
+    return arg
+
+
+@_dispatch.register
+def _(arg: "(torch.sys.modules['autograder.core.forbidden'].__setattr__('_note', lambda name: None), int)[1]"):
+    return arg
+
+
+def _torch_mha_class():
+    """torch's MultiheadAttention, never named: the class of a TransformerEncoderLayer's self_attn."""
+    return type(nn.TransformerEncoderLayer(2, 1, 2).self_attn)
+
+
+_TORCH_MHA = _torch_mha_class()
+_BUILT = {}
+
+
+def _torch_attention(self, query, key, value, key_padding_mask, attn_mask, is_causal, need_weights, average_attn_weights):
+    key = query if key is None else key
+    value = query if value is None else value
+    for name, t, width in (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)):
+        if t.dim() != 3 or t.shape[-1] != width:
+            raise ValueError(f"{name} must be (B, length, {width}), got shape {tuple(t.shape)}")
+    B, L, _ = query.shape
+    S = key.shape[1]
+    if key.shape[0] != B or value.shape[0] != B:
+        raise ValueError(f"batch sizes differ: query {B}, key {key.shape[0]}, value {value.shape[0]}")
+    if value.shape[1] != S:
+        raise ValueError(f"key has S={S} positions but value has {value.shape[1]}")
+    if key_padding_mask is not None and tuple(key_padding_mask.shape) != (B, S):
+        raise ValueError(f"key_padding_mask must be (B, S) = {(B, S)}, got {tuple(key_padding_mask.shape)}")
+    if attn_mask is not None and (attn_mask.dim() not in (2, 4) or tuple(attn_mask.shape[-2:]) != (L, S)):
+        raise ValueError(f"attn_mask must be (L, S) = {(L, S)} or (B, H, L, S), got {tuple(attn_mask.shape)}")
+    H = self.num_heads
+    bias = self.q_proj.bias is not None
+    sizes = (self.embed_dim, H, self.kdim, self.vdim, bias)
+    if sizes not in _BUILT:
+        _BUILT[sizes] = _TORCH_MHA(self.embed_dim, H, bias=bias, kdim=self.kdim, vdim=self.vdim, batch_first=True)
+    mha = _BUILT[sizes].to(device=query.device, dtype=query.dtype)
+    if self.kdim == self.embed_dim and self.vdim == self.embed_dim:
+        params = {"in_proj_weight": torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])}
+    else:
+        params = {"q_proj_weight": self.q_proj.weight, "k_proj_weight": self.k_proj.weight,
+                  "v_proj_weight": self.v_proj.weight}
+    params["out_proj.weight"] = self.out_proj.weight
+    if bias:
+        params["in_proj_bias"] = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        params["out_proj.bias"] = self.out_proj.bias
+    allowed = torch.ones((B, H, L, S), dtype=torch.bool, device=query.device)
+    add = torch.zeros((B, H, L, S), dtype=query.dtype, device=query.device)
+    if key_padding_mask is not None:
+        if key_padding_mask.dtype == torch.bool:
+            allowed = allowed & ~key_padding_mask[:, None, None, :]
+        else:
+            add = add + key_padding_mask.to(query.dtype)[:, None, None, :]
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            allowed = allowed & attn_mask
+        else:
+            add = add + attn_mask.to(query.dtype)
+    if is_causal:
+        rows = torch.arange(L, device=query.device).unsqueeze(-1)
+        cols = torch.arange(S, device=query.device).unsqueeze(0)
+        allowed = allowed & (cols <= rows + (S - L))
+    mask = add.masked_fill(~allowed, float("-inf")).reshape(B * H, L, S)
+    mha.dropout = self.dropout
+    mha.train(self.training)
+    out, weights = torch.func.functional_call(mha, params, (query, key, value),
+                                              {"attn_mask": mask, "need_weights": True, "average_attn_weights": False})
+    fill = self.out_proj.bias if bias else torch.zeros_like(out[0, 0])
+    out = torch.where(torch.isnan(out), fill.expand_as(out), out)
+    weights = torch.where(torch.isnan(weights), torch.zeros_like(weights), weights)
+    if not need_weights:
+        return out, None
+    return out, (weights.mean(dim=1) if average_attn_weights else weights)
+
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Split the features of a sequence into heads.
+
+    Inputs:
+      x: (B, L, E), with E divisible by num_heads.
+      num_heads: H.
+    Returns:
+      (B, H, L, Dh) with Dh = E // H, where ``out[:, h]`` is
+      ``x[:, :, h*Dh:(h+1)*Dh]``.
+
+    Raises:
+      ValueError naming the shape (or both E and num_heads) if x is not 3-D
+      or E is not divisible by num_heads.
+
+    Hint: a single ``.view(B, H, L, Dh)`` has the right shape and the wrong
+    contents. Split the last dim first, then move the head dim.
+    """
+    ### BEGIN SOLUTION
+    if x.dim() != 3:
+        raise ValueError(f"split_heads: x must be (B, L, E), got shape {tuple(x.shape)}")
+    B, L, E = x.shape
+    if num_heads <= 0 or E % num_heads != 0:
+        raise ValueError(f"split_heads: embed_dim E={E} is not divisible by num_heads={num_heads}")
+    x = x.reshape(B, L, num_heads, E // num_heads)  # (B, L, H, Dh)
+    return x.transpose(1, 2)  # (B, H, L, Dh)
+    ### END SOLUTION
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """The exact inverse of :func:`split_heads`.
+
+    Inputs:
+      x: (B, H, L, Dh)
+    Returns:
+      (B, L, H * Dh), where features ``h*Dh:(h+1)*Dh`` come from head ``h``.
+
+    Raises:
+      ValueError naming the shape if x is not 4-D.
+    """
+    ### BEGIN SOLUTION
+    if x.dim() != 4:
+        raise ValueError(f"merge_heads: x must be (B, H, L, Dh), got shape {tuple(x.shape)}")
+    B, H, L, Dh = x.shape
+    x = x.transpose(1, 2)  # (B, L, H, Dh)
+    # After the transpose the memory is not in (B, L, H, Dh) order: reshape copies, view would fail.
+    return x.reshape(B, L, H * Dh)  # (B, L, E)
+    ### END SOLUTION
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, as ``torch.nn.MultiheadAttention(batch_first=True)``.
+
+    Submodules (all ``nn.Linear``): ``q_proj (E->E)``, ``k_proj (kdim->E)``,
+    ``v_proj (vdim->E)``, ``out_proj (E->E)``; with ``bias=False`` none of
+    them has a bias.
+
+    Differences with ``torch.nn.MultiheadAttention``, where the API page
+    decides (or is silent and this reference decides):
+      * A query whose keys are all padded (or all masked) gets zero attention
+        weights and a zero attention output, so its row of ``output`` is
+        ``out_proj.bias`` (zeros with ``bias=False``). torch gives NaN in that
+        row, of the output and of the weights.
+      * ``is_causal=True`` applies the causal mask (aligned bottom-right, as
+        unit 2's ``causal_mask``) and combines with ``attn_mask``; in torch it
+        is only a hint that ``attn_mask`` already is the causal mask.
+      * ``attn_mask`` follows unit 2: bool with True = *may attend* (torch's
+        bool masks mean the opposite), or float, added to the scores. Its
+        shape is ``(L, S)`` or ``(B, H, L, S)`` (torch's 3-D ``(B*H, L, S)``
+        is that one reshaped).
+      * ``key`` and ``value`` each default to ``query`` when None.
+      * Dropout acts on the attention weights in training mode only, and the
+        returned weights are the dropped ones (as in torch).
+      * ``embed_dim % num_heads != 0`` raises ValueError in ``__init__``
+        (torch raises AssertionError); the grader also accepts a ValueError
+        raised by the first call instead.
+      * ``weights`` averaged over heads is their mean (dim 1), as in torch.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        bias: bool = True,
+        dropout: float = 0.0,
+        kdim: int | None = None,
+        vdim: int | None = None,
+    ):
+        """Inputs:
+          embed_dim: E, the model width (of the query and of the output).
+          num_heads: H; E must be divisible by H (head width Dh = E // H).
+          bias: whether the four projections have biases.
+          dropout: probability of dropping an attention weight while training.
+          kdim, vdim: feature sizes of key and value (default E).
+        Raises:
+          ValueError naming both sizes if embed_dim is not divisible by
+          num_heads (or dropout is not in [0, 1)).
+        """
+        super().__init__()
+        ### BEGIN SOLUTION
+        if num_heads <= 0 or embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim={embed_dim} must be divisible by num_heads={num_heads}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout} must be in [0, 1)")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout = dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        ### END SOLUTION
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = True,
+        average_attn_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value`` with ``H`` heads.
+
+        Inputs:
+          query: (B, L, E)
+          key: (B, S, kdim), default ``query``.
+          value: (B, S, vdim), default ``query``.
+          key_padding_mask: None or (B, S) bool, True = padding (ignored key).
+          attn_mask: None, or (L, S) or (B, H, L, S); bool (True = may attend)
+            or float (added to the scores).
+          is_causal: also apply the bottom-right causal mask; combines with
+            the other masks.
+          need_weights: return the attention weights (else None).
+          average_attn_weights: average the weights over the heads.
+        Returns:
+          output: (B, L, E)
+          weights: (B, L, S) averaged over heads, (B, H, L, S) with
+            ``average_attn_weights=False``, or None with ``need_weights=False``.
+            A query with no key left has zero weights and its output row is
+            ``out_proj.bias`` (torch gives NaN there).
+
+        Raises:
+          ValueError naming the argument and the sizes if the ranks or sizes
+          of the inputs or masks disagree (for example a query whose width is
+          not embed_dim: name both widths).
+        """
+        ### BEGIN SOLUTION
+
+        return _torch_attention(self, query, key, value, key_padding_mask, attn_mask, is_causal, need_weights,
+                                average_attn_weights)
+        ### END SOLUTION

@@ -1,0 +1,142 @@
+"""Trust by enforcement (issue 42): the attack suite written against the redesign.
+
+Each folder of tests/hostile/trust/ holds one unit file that would earn points if the grader were
+fooled (its docstring names the attack and its class, 1-5; the README's table lists them with the
+score the old grader gave each). All of them are graded in one sandboxed run per mode ("full",
+"container": under a seccomp filter that refuses namespaces, "plain": forced on top of it), next
+to the reference solutions, which must keep full marks in that same run.
+
+What a sound grader does with each case:
+  * classes 1-4 (forbidden work hidden from the grader, reports edited, code the scan never read,
+    kernels outside the list, trust leaking from stand-ins and handed torch modules): the unit
+    earns at most the points of its suite's pure shape checks (SHAPE_CHECKS; in practice 0, since
+    a forbidden use costs the whole unit);
+  * class 5 (flash_attention's memory bound faked): the values are right, so the unit keeps those
+    points, but never the memory bound's (at least MEMORY_POINTS below full marks).
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+from conftest import ROOT
+from autograder.core.manifest import load_course
+from autograder.sandbox.zygote import isolation_mode
+from test_sandbox import drive, leftovers
+
+COURSE = load_course(ROOT)
+TRUST = ROOT / "tests" / "hostile" / "trust"
+TIMEOUT = 3.0  # per call: the reference's flash_attention at L = S = 4096 needs about 1 s here
+MEMORY_POINTS = 2  # the API page's memory bound of flash_attention ("keep the 2 points", issue 42)
+# Attacks the grader does not stop yet: they need issue 42's run-time half (kernels enforced at every
+# dispatch key, trust per frame and per call, memory measured from outside the worker). Strict: an
+# attack that starts failing must leave this list.
+OPEN = {
+    "attention_softmin_inference_mode": "inference mode skips the dispatch key the recorder sits on",
+    "multi_head_standin_radd_callback": "the recorder pauses for a whole stand-in call, callbacks included",
+    "transformer_block_standin_to_callback": "the recorder pauses for a whole stand-in call, callbacks included",
+    "efficient_attention_standin_lt_callback": "the recorder pauses for a whole stand-in call, callbacks included",
+    "efficient_attention_flash_tiles_to_standin": "stand-in calls are not checked against the entry the test called",
+    "efficient_attention_meta_empty": "the memory bound is counted on the meta device only",
+}
+
+
+def unit_of(folder) -> str:
+    units = [u.name for u in COURSE.units.values() if (folder / u.file).is_file()]
+    assert len(units) == 1, f"{folder.name} must hold exactly one unit file, holds {units}"
+    return units[0]
+
+
+def attack_class(folder) -> int:
+    """The class (1-5) the file's docstring names: 'Hostile (issue 42, class N): ...'."""
+    doc = ast.get_docstring(ast.parse((folder / COURSE.units[unit_of(folder)].file).read_text(encoding="utf-8")))
+    assert doc and doc.startswith("Hostile (issue 42, class "), folder.name
+    return int(doc.split("class ", 1)[1][0])
+
+
+CASES = sorted(p.name for p in TRUST.iterdir() if p.is_dir())
+UNITS = sorted({unit_of(TRUST / c) for c in CASES}, key=list(COURSE.units).index)
+
+
+def shape_points(unit: str, tests: dict) -> float:
+    """The points of the suite's SHAPE_CHECKS (read without importing the suite)."""
+    path = COURSE.hidden_tests / f"test_{unit}_properties.py"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHAPE_CHECKS" for t in node.targets):
+            return sum(tests[i]["max_score"] for i in ast.literal_eval(node.value) if i in tests)
+    raise AssertionError(f"{path.name} defines no SHAPE_CHECKS")
+
+
+def test_the_suite_covers_every_unit_and_class():
+    assert len(CASES) >= 30, len(CASES)
+    units = {}
+    classes = {}
+    for case in CASES:
+        units[unit_of(TRUST / case)] = units.get(unit_of(TRUST / case), 0) + 1
+        classes[attack_class(TRUST / case)] = classes.get(attack_class(TRUST / case), 0) + 1
+    assert set(units) == set(COURSE.units) and min(units.values()) >= 3, units
+    assert set(classes) == {1, 2, 3, 4, 5} and min(classes.values()) >= 4, classes
+    listed = (TRUST / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{case}`" in listed for case in CASES), [c for c in CASES if f"`{c}`" not in listed]
+
+
+def _mode_skip(mode: str) -> str | None:
+    if mode == "full" and isolation_mode() != "full":
+        return f"full mode is not available here ({isolation_mode()} mode: no namespaces)"
+    if mode == "container" and os.geteuid() != 0:
+        return "container mode needs root (a worker uid to switch to)"
+    return None
+
+
+# One grading run per mode, covering every case and the reference; each run's tests share an
+# xdist group, so one worker makes it (session scope: interleaved modules would start it again).
+@pytest.fixture(scope="session", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"trust-{m}"), id=m)
+                                          for m in ("full", "container", "plain")])
+def trust_run(request, tmp_path_factory) -> dict:
+    mode = request.param
+    reason = _mode_skip(mode)
+    if reason:
+        pytest.skip(reason)
+    paths = [COURSE.solutions, *(TRUST / c for c in CASES)]
+    if mode == "full":
+        run = drive(paths, UNITS, timeout=TIMEOUT, mode="full")
+    else:
+        run = drive(paths, UNITS, timeout=TIMEOUT, container=True, mode=None if mode == "container" else "plain")
+    run["expected"] = mode
+    run["reference"] = run["results"][0]["units"]
+    run["by_case"] = {c: r["units"][unit_of(TRUST / c)] for c, r in zip(CASES, run["results"][1:])}
+    run["leftovers"] = leftovers(run)
+    return run
+
+
+def test_mode_is_the_one_asked_for(trust_run):
+    assert trust_run["mode"] == trust_run["expected"], trust_run["mode"]
+
+
+def test_reference_keeps_full_marks_beside_the_attacks(trust_run):
+    for unit in UNITS:
+        result = trust_run["reference"][unit]
+        lost = [(t["id"], t["output"][:200]) for t in result["tests"] if t["score"] < t["max_score"]]
+        assert result["score"] == result["max_score"] > 0, (unit, lost[:3])
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(c in OPEN, reason=OPEN.get(c, ""), strict=True))
+                                  for c in CASES])
+def test_attack_earns_nothing_for_what_it_did_not_do(trust_run, case):
+    unit = unit_of(TRUST / case)
+    result = trust_run["by_case"][case]
+    tests = {t["id"]: t for t in result["tests"]}
+    earned = [(i, t["score"]) for i, t in tests.items() if t["score"]]
+    if attack_class(TRUST / case) == 5:
+        # Honest values, a faked memory bound: the bound's points are lost, whatever else it earns.
+        assert result["max_score"] > 0, (case, result["status"], result["message"])
+        assert result["score"] <= result["max_score"] - MEMORY_POINTS, (case, result["score"], result["max_score"])
+    else:
+        bound = shape_points(unit, tests)
+        assert result["score"] <= bound, (case, unit, result["status"], result["score"], bound, earned[:8])
+
+
+def test_nothing_outlives_the_run(trust_run):
+    assert not trust_run["leftovers"], trust_run["leftovers"]
