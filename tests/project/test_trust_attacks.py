@@ -34,7 +34,6 @@ MEMORY_POINTS = 2  # the API page's memory bound of flash_attention ("keep the 2
 # dispatch key, trust per frame and per call, memory measured from outside the worker). Strict: an
 # attack that starts failing must leave this list.
 OPEN = {
-    "attention_softmin_inference_mode": "inference mode skips the dispatch key the recorder sits on",
     "multi_head_standin_radd_callback": "the recorder pauses for a whole stand-in call, callbacks included",
     "transformer_block_standin_to_callback": "the recorder pauses for a whole stand-in call, callbacks included",
     "efficient_attention_standin_lt_callback": "the recorder pauses for a whole stand-in call, callbacks included",
