@@ -406,7 +406,8 @@ def test_csv_scores(graded):
         assert csv_score(graded, "stubs", unit) == (0.0, maximum + manual_points(unit)), unit
     buggy, maximum = csv_score(graded, "buggy", "attention")
     assert 0 < buggy < maximum - manual_points("attention")
-    assert csv_score(graded, "cheat", "attention") == (buggy, maximum), "the cheat got other points than the same bug"
+    # Patching torch.allclose is an assignment to a module attribute: the allow-list zeroes the unit.
+    assert csv_score(graded, "cheat", "attention") == (0.0, maximum), "the cheat's patch of torch kept points"
     # A notebook never handed in: nbgrader's row scores 0 out of the assignment's maximum, and says so.
     for unit in [u for u in UNITS if not handed_in("buggy", u)]:
         row = next(r for r in graded["csv"] if r["student_id"] == "buggy" and r["assignment"] == unit)

@@ -263,21 +263,27 @@ def test_forged_files_are_ignored(hostile_run, corpus):
 
 
 def test_attacks_work_without_the_sandbox(corpus):
-    """The corpus is real: in-process, the link and the solutions-finder get points, and the stand-in attack finds
-    trusted code and runs it (the forbidden-operator check then catches it there)."""
+    """The corpus is real: in-process, the link gets points, the solutions-finder passes tests (whose points
+    the allow-list's static verdict then takes: it imports os), and the stand-in attack finds trusted code
+    and runs it (the forbidden-operator check, or the allow-list, then catches it there)."""
     cases = ["symlink_file", "read_solutions", "stand_in_import"]
     run = drive([COURSE.solutions, *[corpus[c] for c in cases]], ["attention"], sandbox=False)
     units = {c: r["units"]["attention"] for c, r in zip(cases, run["results"][1:])}
-    assert units["symlink_file"]["score"] > 0 and units["read_solutions"]["score"] > 0
+    assert units["symlink_file"]["score"] > 0
+    assert units["read_solutions"]["status"] == "forbidden" and "import of os" in units["read_solutions"]["message"]
+    assert any(t["output"].startswith("no points") for t in units["read_solutions"]["tests"])
     found = {c: units[c]["status"] for c in cases[2:] if not (units[c]["score"] > 0 or units[c]["status"] == "forbidden")}
     assert not found, found
 
 
 @pytest.mark.xdist_group("sandbox-resources")
 def test_the_sandbox_leaves_them_nothing_to_run(resources_run):
-    """In the sandbox the same attack finds nothing: no points, and no trusted code run either."""
+    """In the sandbox the same attack finds nothing: no points, and no trusted code run either (no
+    forbidden kernel seen at run time; the allow-list refuses its imports statically besides)."""
     graded = list(resources_run["by_case"]["stand_in_import"]["units"].values())
-    assert [(u["score"], u["status"]) for u in graded] == [(0, "graded")] * 2, [u["message"] for u in graded]
+    assert [u["score"] for u in graded] == [0] * 2, [u["message"] for u in graded]
+    assert not any("seen at run time" in u["message"] for u in graded), [u["message"] for u in graded]
+    assert not any(t["output"].startswith("no points") for u in graded for t in u["tests"])
 
 
 # -- attacks on the worker's view, its resources and the budgets (issue 13) -----------------
