@@ -63,8 +63,7 @@ whatever the rules do not name is refused. The rules, and the decisions taken:
    expression). Its name cannot be checked here: the worker's ``setattr`` (section 2 of the
    design) must refuse underscore and frame names, modules and classes the file did not
    define.
-6. Forbidden names (the unit's list; ``aten::`` entries are left to the dispatcher
-   hook): a resolved object that IS a forbidden name's object is reported under the
+6. Forbidden names (the unit's list; its kernel families are ``enforce``'s): a resolved object that IS a forbidden name's object is reported under the
    first listed name for it; a ``torch.Tensor.<m>`` entry also flags ``.m`` on any value
    but a sibling unit.
 7. Siblings. ``siblings`` is the sibling units' names, or a mapping name -> the source
@@ -93,7 +92,6 @@ from autograder.core.loader import read_source
 from autograder.core.manifest import Rules
 
 TENSOR_PREFIX = "torch.Tensor."
-OPERATOR_PREFIX = "aten::"
 
 ALLOWED_DUNDERS = frozenset({"__init__", "__class__", "__name__"})
 FRAME_ATTRIBUTES = frozenset({
@@ -204,7 +202,7 @@ class _World:
         if names not in self._forbidden:
             found: dict[int, tuple[str, object]] = {}
             for name in names:
-                if not name.startswith(OPERATOR_PREFIX) and _notable(obj := self.resolve(name)):
+                if _notable(obj := self.resolve(name)):
                     found.setdefault(id(obj), (name, obj))
             self._forbidden[names] = found
         return self._forbidden[names]

@@ -1,10 +1,9 @@
-"""Detect calls to functions a unit must not use, statically and at run time.
+"""Detect references to functions a unit must not use, statically (the run-time side is
+``enforce``: kernel families refused in torch's dispatcher).
 
 Names are dotted paths such as ``torch.nn.functional.softmax``. A name under
 ``torch.Tensor`` (``torch.Tensor.softmax``) is a method: any ``.softmax``
-attribute on an object that is not a known module counts. A name under
-``aten::`` is an operator of torch's dispatcher, recorded by :class:`Operators`
-whichever Python name or caller reached it.
+attribute on an object that is not a known module counts.
 
 Constructs that only serve to hide a name (``eval``, computed ``getattr`` on a
 module, ``torch._C``...) are flagged by the static scan in every unit.
@@ -12,20 +11,13 @@ module, ``torch._C``...) are flagged by the static scan in every unit.
 from __future__ import annotations
 
 import ast
-import contextlib
-import functools
-import importlib
 import re
-import sys
-import types
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.core.loader import read_source
 
 TENSOR_PREFIX = "torch.Tensor."
-OPERATOR_PREFIX = "aten::"
 
 # Builtins that run or import code named by a string.
 BANNED_BUILTINS = frozenset({"eval", "exec", "compile", "__import__"})
@@ -45,11 +37,6 @@ BANNED_ATTRIBUTES = frozenset({
 NAME_BUILTINS = ("getattr", "setattr", "delattr", "hasattr", "vars")
 
 
-def names_of(forbidden: tuple[str, ...]) -> tuple[str, ...]:
-    """The Python names of a forbidden list (its ``aten::`` operators left out)."""
-    return tuple(n for n in forbidden if not n.startswith(OPERATOR_PREFIX))
-
-
 def banned_construct(dotted: str) -> str | None:
     """The construct a resolved dotted path is, if it has no place in a unit file."""
     for path in BANNED_PATHS:
@@ -66,16 +53,17 @@ def banned_construct(dotted: str) -> str | None:
 @dataclass(frozen=True)
 class Use:
     name: str
-    line: int | None  # None when seen at run time
+    line: int | None  # None: a kernel family refused at run time
 
     def describe(self, filename: str) -> str:
-        where = f" (line {self.line})" if self.line else " (seen at run time)"
-        return f"{filename} uses {self.name}{where}"
+        if self.line is None:
+            return f"{filename} asked for the kernel family '{self.name}' at run time (refused)"
+        return f"{filename} uses {self.name} (line {self.line})"
 
 
 class _Scanner(ast.NodeVisitor):
     def __init__(self, forbidden: tuple[str, ...]):
-        self.forbidden = names_of(forbidden)
+        self.forbidden = forbidden
         self.methods = {n[len(TENSOR_PREFIX):] for n in forbidden if n.startswith(TENSOR_PREFIX)}
         self.aliases: dict[str, str] = {}  # local name -> dotted module path
         self.local_modules: set[str] = set()  # names bound by relative imports
@@ -213,182 +201,3 @@ def scan_file(path: Path, forbidden: tuple[str, ...]) -> list[Use]:
 
 
 _COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=]")  # tokenize's own pattern
-
-
-def _resolve(dotted: str) -> tuple[object, str] | None:
-    """The object holding the last attribute of ``dotted``, and that attribute;
-    ``None`` for what cannot be called here (a whole package, or one not installed)."""
-    parts = dotted.split(".")
-    if len(parts) < 2:
-        return None
-    try:
-        owner = importlib.import_module(parts[0])
-        for part in parts[1:-1]:
-            owner = getattr(owner, part)
-        getattr(owner, parts[-1])
-    except (ImportError, AttributeError):
-        return None
-    return owner, parts[-1]
-
-
-class Traps:
-    """Replace forbidden functions by wrappers that record calls made from the
-    submission's own files, then delegate (so the call still works and the
-    suite's other verdicts are unaffected)."""
-
-    def __init__(self, forbidden: tuple[str, ...], submission_dir: Path):
-        self.forbidden = names_of(forbidden)
-        self.prefix = str(submission_dir.resolve())
-        self.seen: set[str] = set()
-        self._places: list[tuple[str, object, str]] | None = None  # (name, owner, attribute), found once
-
-    def _found(self) -> list[tuple[str, object, str]]:
-        """Where each forbidden name lives, resolved on first use: resolving them on every
-        call was 1.3 s of a whole grade. The owners are modules and classes, which stay; the
-        function itself is read again at each call, so a replaced one is trapped as it is."""
-        if self._places is None:
-            self._places = [(name, *found) for name in self.forbidden if (found := _resolve(name)) is not None]
-        return self._places
-
-    def _trap(self, name: str, original):
-        prefix, seen = self.prefix, self.seen
-
-        def trap(*args, **kwargs):
-            caller = sys._getframe(1).f_code.co_filename
-            if caller.startswith(prefix):
-                seen.add(name)
-            return original(*args, **kwargs)
-
-        trap.__wrapped__ = original
-        return trap
-
-    @contextlib.contextmanager
-    def installed(self):
-        saved = []
-        try:
-            for name, owner, attr in self._found():
-                original = getattr(owner, attr)
-                try:
-                    setattr(owner, attr, self._trap(name, original))
-                except (AttributeError, TypeError):  # a read-only owner (a builtin's): the static scan covers it
-                    continue
-                saved.append((owner, attr, original))
-            yield self
-        finally:
-            for owner, attr, original in reversed(saved):
-                setattr(owner, attr, original)
-
-
-_active: list["Operators"] = []  # the recorder whose submission is running, if any
-_overridden: dict[str, object] = {}  # operator overload -> the torch.library holding its recording kernel
-# The dispatch keys of a composite operator's kernel: the backend keys cover inference mode (no
-# autograd key); meta tensors need autograd on (torch refuses a Meta kernel for a composite).
-COMPOSITE_KEYS = ("CPU", "CUDA", "AutogradCPU", "AutogradCUDA", "AutogradMeta")
-
-
-def _note(name: str) -> None:
-    if _active and _active[-1].on and name in _active[-1].names:
-        _active[-1].seen.add(name)
-
-
-def _override(name: str, overload) -> None:
-    """Put a kernel that records ``name`` in front of one overload of a forbidden operator.
-
-    A kernel in the dispatcher sees every route to the operator (``F.softmin``,
-    ``torch.ops``, TorchScript, another torch function), whoever the caller. It
-    costs nothing to the other operators; registered once per process, it only
-    records while :meth:`Operators.recording` is on. An operator with its own
-    kernel is caught at ``ADInplaceOrView`` (after autograd has recorded the call,
-    a no-op key for these operators but their out= variants) and redispatched below it; a composite one
-    (``aten::lstm_cell``) at its own keys, before it decomposes into basic operators,
-    then run through torch's own decomposition.
-    """
-    import torch
-    from torch._C import DispatchKey
-
-    qualified = overload.name()
-    if qualified in _overridden:
-        return
-    has_kernel = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, qualified)
-    if has_kernel("ADInplaceOrView"):
-        return  # an out= variant: its key bumps version counters, so it stays torch's (reached by listed names only)
-    library = torch.library.Library("aten", "IMPL")
-    short = qualified.removeprefix(OPERATOR_PREFIX)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "overriding a previously registered kernel": that is the point
-        if has_kernel("CompositeImplicitAutograd"):
-            def decomposed(*args, **kwargs):
-                _note(name)
-                return overload._op_dk(DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
-
-            for key in COMPOSITE_KEYS:
-                library.impl(short, decomposed, key)
-        else:
-            below = torch._C._after_ADInplaceOrView_keyset
-
-            def kernel(keyset, *args, **kwargs):
-                _note(name)
-                return overload.redispatch(keyset & below, *args, **kwargs)
-
-            library.impl(short, kernel, "ADInplaceOrView", with_keyset=True)
-    _overridden[qualified] = library
-
-
-class Operators:
-    """Record the forbidden ``aten::`` operators that run while the submission's
-    code runs (:meth:`recording`), except inside trusted code (:meth:`trusted`)."""
-
-    def __init__(self, forbidden: tuple[str, ...]):
-        self.names = frozenset(n for n in forbidden if n.startswith(OPERATOR_PREFIX))
-        self.seen: set[str] = set()
-        self.on = False
-        self._installed = False
-
-    def _install(self) -> None:
-        import torch
-
-        self._installed = True
-        for name in self.names:
-            packet = getattr(torch.ops.aten, name.removeprefix(OPERATOR_PREFIX), None)
-            for overload in (getattr(packet, o) for o in packet.overloads()) if packet else ():  # None: not in this torch
-                _override(name, overload)
-
-    @contextlib.contextmanager
-    def recording(self):
-        if not self.names:
-            yield self
-            return
-        if not self._installed:
-            self._install()
-        _active.append(self)
-        self.on = True
-        try:
-            yield self
-        finally:
-            self.on = False
-            _active.remove(self)
-
-    def trusted(self, function):
-        """``function``, with recording paused while it runs (a stand-in, or torch's own module)."""
-
-        @functools.wraps(function)
-        def paused(*args, **kwargs):
-            was, self.on = self.on, False
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self.on = was
-
-        return paused
-
-    def trust_module(self, module) -> None:
-        """Pause recording inside every function and method a (stand-in) module defines."""
-        for attr, value in list(vars(module).items()):
-            if getattr(value, "__module__", None) != module.__name__:
-                continue
-            if isinstance(value, type):
-                for name, member in list(vars(value).items()):
-                    if isinstance(member, types.FunctionType):  # plain methods (forward, __init__...)
-                        setattr(value, name, self.trusted(member))
-            elif isinstance(value, types.FunctionType):
-                setattr(module, attr, self.trusted(value))

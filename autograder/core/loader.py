@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder.core.manifest import Course, Unit
+from autograder.core.manifest import Course, Rules, Unit
 
 _counter = itertools.count()
 
@@ -38,9 +38,12 @@ def read_source(path: Path) -> tuple[str, str]:
     return data.decode(encoding), encoding
 
 
-def _exec_file(module_name: str, path: Path) -> types.ModuleType:
+def _exec_file(module_name: str, path: Path, builtins: dict | None = None) -> types.ModuleType:
+    """Run ``path`` as the module ``module_name``; with ``builtins``, as its ``__builtins__``."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
+    if builtins is not None:
+        module.__builtins__ = builtins
     sys.modules[module_name] = module
     # The text read_source decoded, not the import machinery's own reading: what runs is what
     # the forbidden-use scan (forbidden.scan_file) reads.
@@ -105,15 +108,29 @@ def load_folder(course: Course, folder: Path) -> dict[str, types.ModuleType]:
 
 
 def load_unit(course: Course, unit: Unit, folder: Path, *, isolate: bool,
-              trusted: Callable[[types.ModuleType], None] | None = None) -> types.ModuleType:
-    """``trusted`` is applied to each stand-in module before the unit's own code runs."""
+              trusted: Callable[[types.ModuleType], None] | None = None, rules: Rules | None = None) -> types.ModuleType:
+    """``trusted`` is applied to each stand-in module before the unit's own code runs. With
+    ``rules``, the unit (and any sibling of the submission's it imports) runs with the builtins
+    of ``restricted.builtins_for``: what the allow-list scan approved is what runs."""
     path = folder / unit.file
     if not path.is_file():
         raise LoadError(f"{unit.file} was not found in the submission")
     package = _package("_submission", [] if isolate else [str(folder)])
     if isolate:
         _stand_ins_into(package, course, unit, trusted)
+    table = None
+    if rules is not None:
+        from autograder.core import restricted  # (it imports the allow-list, which imports this module)
+
+        stems = {Path(u.file).stem for u in course.units.values()}
+
+        def load_sibling(name: str) -> None:
+            # A submission's own sibling runs under the same builtins; a stand-in is loaded already.
+            if f"{package}.{name}" not in sys.modules and not isolate and name in stems and (folder / f"{name}.py").is_file():
+                _exec_file(f"{package}.{name}", folder / f"{name}.py", table)
+
+        table = restricted.builtins_for(package, rules.builtins, rules.modules, rules.deny, load_sibling)
     try:
-        return _exec_file(f"{package}.{path.stem}", path)
+        return _exec_file(f"{package}.{path.stem}", path, table)
     except (Exception, SystemExit, KeyboardInterrupt) as error:  # the student's import-time code
         raise LoadError(describe_import_error(path, error)) from None

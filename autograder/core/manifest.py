@@ -32,6 +32,10 @@ class Unit:
     # Sibling modules replaced by trusted stand-ins while this unit is graded,
     # so that a bug in one unit never costs points in another.
     stand_ins: dict[str, str] = field(default_factory=dict)
+    # Kernel families (course.toml [kernels]) enforced in the dispatcher while the unit's code runs.
+    kernels: tuple[str, ...] = ()
+    # Stand-in sibling -> the only entry points that may use it (a sibling not named: every one).
+    stand_ins_for: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class Course:
     commands: dict[str, str] = field(default_factory=dict)
     # What a unit file may reach (course.toml ``[rules]``); None: no allow-list (the worker's course).
     rules: Rules | None = None
+    # Kernel families: name -> substrings of dispatcher operator names (course.toml ``[kernels]``).
+    kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def nbgrader_source(self) -> Path:
@@ -112,9 +118,14 @@ def load_course(root: Path | None = None) -> Course:
             file=spec["file"],
             forbidden=tuple(spec.get("forbidden", ())),
             stand_ins=dict(spec.get("stand_ins", {})),
+            kernels=tuple(spec.get("kernels", ())),
+            stand_ins_for={sibling: tuple(entries) for sibling, entries in spec.get("stand_ins_for", {}).items()},
         )
         for name, spec in data["units"].items()
     }
+    unknown = sorted({f for u in units.values() for f in u.kernels} - set(data.get("kernels", {})))
+    if unknown:
+        raise ValueError(f"{MANIFEST}: units name kernel families [kernels] does not define: {', '.join(unknown)}")
     return Course(
         root=root,
         name=data["course"]["name"],
@@ -132,5 +143,6 @@ def load_course(root: Path | None = None) -> Course:
         language=data["course"].get("language", "en"),
         student_requires=tuple(data["course"].get("student_requires", ())),
         commands=dict(data.get("commands", {})),
+        kernels={name: tuple(parts) for name, parts in data.get("kernels", {}).items()},
         rules=Rules(**{k: tuple(v) for k, v in data["rules"].items()}) if "rules" in data else None,
     )

@@ -87,6 +87,7 @@ class Failure(StrEnum):
     BAD_OUTPUT = "BadOutput"  # the output cannot be used (a tensor subclass, an object, a malformed reply)
     UNAVAILABLE = "Unavailable"  # the unit did not load
     CRASHED = "Crashed"  # the sandbox lost the worker
+    FORBIDDEN = "Forbidden"  # the code asked for a kernel family (or a stand-in) its unit may not use
 
 
 class StudentError(Exception):

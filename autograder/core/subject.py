@@ -6,6 +6,7 @@ grading and the notebook's public tests use it directly.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import traceback
 import types
@@ -14,8 +15,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode  # the engine's own, trusted use
 
-from autograder.core import loader
-from autograder.core.forbidden import Operators, Traps
+from autograder.core import enforce, loader
 from autograder.core.manifest import Course, Unit
 from autograder.core.protocol import Call, Failure, New, Result, StudentError, leaves_of, map_nested
 
@@ -43,7 +43,8 @@ def time_limit(seconds: float):
 def _where(error: BaseException, folder: Path) -> str:
     """The last line of the submission's own code in the traceback."""
     prefix = str(folder.resolve())
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(prefix)]
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if f.filename.startswith(prefix) and not Path(f.filename).name.startswith("<")]  # not enforce's <call>
     return f"{Path(frames[-1].filename).name} line {frames[-1].lineno}" if frames else ""
 
 
@@ -73,6 +74,7 @@ class _LargestStorage(TorchDispatchMode):
         super().__init__()
         self.largest = 0
 
+    @enforce.transparent  # the kernels it runs are the caller's
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in leaves_of(out):
@@ -89,8 +91,9 @@ class InProcessSubject:
         self.failure: str | None = None  # nothing here can break apart from the student's code
         self._modules: dict[str, object] = {}
         self._errors: dict[str, str] = {}
-        self._traps = {name: Traps(unit.forbidden, self.folder) for name, unit in course.units.items()}
-        self._operators = {name: Operators(unit.forbidden) for name, unit in course.units.items()}
+        enforce.install(course.kernels)
+        self._refused: dict[str, set[str]] = {name: set() for name in course.units}  # kernel families refused
+        self._call = enforce.student_caller(self.folder)
         self._timed_out: str | None = None
         # One thread: the same reduction order on every machine, so even an ill-conditioned
         # (buggy) computation gets the same score everywhere, sandboxed or not.
@@ -112,18 +115,30 @@ class InProcessSubject:
         """``None`` when ``unit`` loads, else a message for the student."""
         if unit not in self._modules and unit not in self._errors:
             spec: Unit = self.course.units[unit]
-            operators = self._operators[unit]
+
+            def gate(module):
+                sibling = module.__name__.rsplit(".", 1)[-1]
+                if sibling in spec.stand_ins_for:  # a sibling not named there: every entry may use it
+                    enforce.gate(module, spec.stand_ins_for[sibling])
+
             try:
-                with self._traps[unit].installed(), operators.recording(), time_limit(self.timeout):
+                with enforce.guarding(self._guard(spec, None)), time_limit(self.timeout):
                     self._modules[unit] = loader.load_unit(self.course, spec, self.folder, isolate=self.isolate,
-                                                           trusted=operators.trust_module)
+                                                           trusted=gate, rules=self.course.rules)
             except loader.LoadError as error:
                 self._errors[unit] = str(error)
+            except enforce.Forbidden as refused:
+                self._refused[unit].add(refused.family)
+                self._errors[unit] = f"importing {spec.file}: {refused.message}"
         return self._errors.get(unit)
 
+    def _guard(self, spec: Unit, entry: str | None) -> enforce.Guard:
+        stand_ins = frozenset(str(self.course.root / rel) for rel in spec.stand_ins.values()) if self.isolate else frozenset()
+        return enforce.Guard(frozenset(spec.kernels), str(self.folder) + os.sep, stand_ins, entry)
+
     def runtime_uses(self, unit: str) -> set[str]:
-        """Forbidden functions and operators the unit was seen calling so far."""
-        return self._traps[unit].seen | self._operators[unit].seen
+        """The kernel families the unit's code asked for and was refused, so far."""
+        return set(self._refused[unit])
 
     # -- running -----------------------------------------------------------
     def run(self, call: Call) -> Result:
@@ -136,10 +151,14 @@ class InProcessSubject:
         module = self._modules[call.unit]
         try:
             # The student's whole call, backward included (a custom autograd.Function runs its code there).
-            with self._traps[call.unit].installed(), self._operators[call.unit].recording(), time_limit(self.timeout):
+            entry = call.target.target if isinstance(call.target, New) else call.target
+            with enforce.guarding(self._guard(self.course.units[call.unit], entry)), time_limit(self.timeout):
                 return self._run(module, call)
         except StudentError:
             raise
+        except enforce.Forbidden as refused:
+            self._refused[call.unit].add(refused.family)
+            raise StudentError(Failure.FORBIDDEN, refused.message, _where(refused, self.folder)) from None
         except CallTimeout as error:
             self._timed_out = str(error)
             raise StudentError(Failure.TIMEOUT, str(error), _where(error, self.folder)) from None
@@ -148,14 +167,19 @@ class InProcessSubject:
 
     def _build(self, module, recipe: New, call: Call):
         trusted = recipe.target.startswith("torch.nn.")
-        cls = getattr(torch.nn, recipe.target.removeprefix("torch.nn.")) if trusted else getattr(module, recipe.target)
-        obj = cls(*recipe.args, **recipe.kwargs)
-        if recipe.state is not None:
-            obj.load_state_dict(recipe.state, strict=True)
         if trusted:
-            # torch's own module, handed to the student's code (unroll a trusted cell): its kernels do not count.
-            obj.forward = self._operators[call.unit].trusted(obj.forward)
-        return obj.to(call.device)
+            obj = getattr(torch.nn, recipe.target.removeprefix("torch.nn."))(*recipe.args, **recipe.kwargs)
+            if recipe.state is not None:
+                obj.load_state_dict(recipe.state, strict=True)
+            # torch's own module, handed to the student's code (unroll a trusted cell): its kernels are
+            # the engine's, during this call only.
+            obj.forward = enforce.handed(obj.forward)
+            return obj.to(call.device)
+        # The student's class, built, loaded and moved through the student's own frame.
+        obj = self._call(getattr(module, recipe.target), *recipe.args, **recipe.kwargs)
+        if recipe.state is not None:
+            self._call(obj.load_state_dict, recipe.state, strict=True)
+        return self._call(obj.to, call.device)
 
     def _run(self, module, call: Call) -> Result:
         # Every call starts from a known RNG state (seed 0 unless given), so a module's
@@ -199,7 +223,7 @@ class InProcessSubject:
         fn = getattr(obj, call.method) if call.method else obj
         sizes = _LargestStorage() if call.measure else contextlib.nullcontext()
         with sizes:
-            output = fn(*args, **kwargs)
+            output = self._call(fn, *args, **kwargs)
 
         result = Result(output=export(output), largest=sizes.largest if call.measure else None)
         result.mutated = [
@@ -208,14 +232,14 @@ class InProcessSubject:
         ]
         params = dict(obj.named_parameters()) if isinstance(obj, torch.nn.Module) else {}
         if want_grad:
-            self._backward(output, call.grad_outputs, leaves, params, args, kwargs, result, call.device)
+            self._backward(output, call.grad_outputs, leaves, params, args, kwargs, result, call.device, self._call)
         if call.return_state and isinstance(obj, torch.nn.Module):
             result.state = export(dict(obj.state_dict()), "state_dict")
             result.buffers = export(dict(obj.named_buffers()), "buffers")
         return result
 
     @staticmethod
-    def _backward(output, grad_outputs, leaves, params, args, kwargs, result, device):
+    def _backward(output, grad_outputs, leaves, params, args, kwargs, result, device, call):
         outs, grads = [], []
         for out, grad in zip(leaves_of(output), leaves_of(grad_outputs)):
             if isinstance(grad, torch.Tensor):
@@ -224,7 +248,8 @@ class InProcessSubject:
                 outs.append(out)
                 grads.append(grad.to(device=device, dtype=out.dtype))
         wrt = list(leaves.values()) + list(params.values())
-        found = torch.autograd.grad(outs, wrt, grads, allow_unused=True) if outs and wrt else [None] * len(wrt)
+        # Through the student's frame: backward runs the student's hooks and custom Functions.
+        found = call(torch.autograd.grad, outs, wrt, grads, allow_unused=True) if outs and wrt else [None] * len(wrt)
         found = [torch.zeros_like(w) if g is None else g.detach() for w, g in zip(wrt, found)]
         by_passed = dict(zip(leaves, found))
 

@@ -26,6 +26,7 @@ each call across CPUs cost more than the call itself.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import shutil
@@ -273,7 +274,9 @@ class SandboxSubject:
             spawn = {"unit": unit, "box": str(INSIDE / "box") if pool.mode == "full" else box, "source": box,
                      "unit_dir": pool.inside(self._unit_dir), "uid": self.uid, "isolate": self.isolate,
                      "timeout": self.timeout, "limits": rlimits(self.cpu_limit, self.uid is not None),
-                     "cpu": self._cpu.cpu}
+                     "cpu": self._cpu.cpu,
+                     # This subject's course's (one zygote serves every course object of a root).
+                     "rules": dataclasses.asdict(self.course.rules) if self.course.rules else None}
             try:
                 self._worker = pool.spawn(self, spawn, cgroup_fds)
             finally:
@@ -416,9 +419,11 @@ class SandboxSubject:
         return True
 
     def _note_seen(self, unit: str, header: dict) -> None:
+        """The kernel families the worker says its code was refused: believed only because
+        claiming one can only lower the sender's own grade (and only the unit's own names)."""
         names = header.get("seen")
         if type(names) is list and names:
-            allowed = set(self.course.units[unit].forbidden)
+            allowed = {*self.course.units[unit].kernels, "stand-ins"}
             self._seen[unit] |= {n for n in names if type(n) is str and n in allowed}
 
     def _load(self, unit: str) -> str | None:

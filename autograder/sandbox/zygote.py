@@ -574,7 +574,9 @@ class Pool:
             "socket_fd": child.fileno(),
             "course_name": course.name,
             "units": [{"name": u.name, "title": u.title, "file": u.file, "forbidden": list(u.forbidden),
-                       "stand_ins": u.stand_ins} for u in course.units.values()],
+                       "stand_ins": u.stand_ins, "kernels": list(u.kernels), "stand_ins_for": u.stand_ins_for}
+                      for u in course.units.values()],
+            "kernels": course.kernels,
             "uid_min": UID_MIN,
             "uid_max": UID_MAX,
             "inside": str(INSIDE),

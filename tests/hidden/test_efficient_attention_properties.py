@@ -8,10 +8,11 @@ unit-6 points.
 
 What the memory property proves, and what it does not: a call returns only
 plain data, so no test can see the tensors a submission builds inside it. The
-memory property runs flash_attention on the meta device with ``Call.measure``:
-the grader records the elements of every storage an operator makes during the
-call (a dispatch mode on the trusted engine's side of the call), so an (L, S)
-score table is seen even where no memory is spent. The long-sequence property
+memory property runs flash_attention on CPU with ``Call.measure``: the engine
+records the elements of every storage an operator makes during the call (a
+dispatch mode in the worker, which a unit file cannot reach past the allow-list
+and its restricted builtins), and the same call's output is checked against the
+reference, so one path cannot give the values while another is measured. The long-sequence property
 runs L = S = 4096 with block_size 128 under the per-call time limit. The tiling itself is checked by values:
 every block size, including 1, must give unit 2's output, which the bugs of
 the online softmax (an unrescaled sum, a max taken after the exponent, an
@@ -144,15 +145,13 @@ def test_flash_long_sequence_within_the_time_limit(subject, seed):
 @pytest.mark.points(2)
 @given(is_causal=st.booleans())
 def test_flash_never_materializes_the_score_matrix(subject, is_causal):
-    """with L = S = 256 and block_size 32 on the meta device, no tensor flash_attention makes holds a quarter of the L x S scores (the grader counts the elements of every storage an operator returns)"""
-    small = make_qkv(((1,), 40, 40, 8, 8), 0)  # the values first: a constant makes no big tensor either
-    assert_close(subject.call("flash_attention", *small, is_causal=is_causal, block_size=8),
-                 attention_rows64(*small, is_causal=is_causal), what="flash_attention(block_size=8)")
-    L = 256  # 64 tiles: each meta operator runs torch's Python reference, so more tiles cost seconds
-    q = torch.empty(1, L, 8, device="meta")
-    result = subject.run(Call(subject.unit, "flash_attention", (q, q, q), {"is_causal": is_causal, "block_size": 32},
-                              device="meta", measure=True))
-    check_tensor(result.output, shape=(1, L, 8), device_type="meta", what="flash_attention's output")
+    """with L = S = 512 and block_size 64, flash_attention gives the right values and no tensor it makes holds a quarter of the L x S scores (the grader counts the elements of every storage an operator returns, in the very call whose values it checks)"""
+    L = 512  # 64 tiles of (64, 64) scores; the whole table would be 262144 elements
+    q, k, v = make_qkv(((1,), L, L, 8, 8), 0)
+    result = subject.run(Call(subject.unit, "flash_attention", (q, k, v), {"is_causal": is_causal, "block_size": 64},
+                              measure=True))
+    # Values and size from one call: a submission cannot show one path to the values and another to the counter.
+    assert_close(result.output, attention_rows64(q, k, v, is_causal=is_causal), what="flash_attention(block_size=64)")
     assert result.largest < L * L // 4, (
         f"flash_attention made a tensor of {result.largest} elements for L = S = {L} (L x S = {L * L}): "
         "tile the keys and the queries, so that only (block, block) scores exist at a time")

@@ -258,3 +258,16 @@ def test_the_api_page_lists_the_allow_list():
     page = COURSE.api.read_text(encoding="utf-8")
     missing = [x for x in (*RULES.modules, *RULES.deny, *RULES.builtins) if f"`{x}`" not in page]
     assert not missing, missing
+
+
+def test_the_api_page_lists_the_kernel_families():
+    """course.toml's [kernels] and each unit's families are on the page, as enforce applies them."""
+    page = COURSE.api.read_text(encoding="utf-8")
+    for family, parts in COURSE.kernels.items():
+        line = next((ln for ln in page.splitlines() if ln.strip().startswith(f"- `{family}`:")), "")
+        assert line and all(f"`{p}`" in page for p in parts), family
+    sections = page.split("\n## ")[1:]
+    for unit in COURSE.units.values():
+        section = next(s for s in sections if f"`{unit.file}`" in s.splitlines()[0])
+        line = next((ln for ln in section.splitlines() if ln.startswith("Kernel families:")), "")
+        assert [f for f in COURSE.kernels if f"`{f}`" in line] == [f for f in COURSE.kernels if f in unit.kernels], unit.name

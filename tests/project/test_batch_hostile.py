@@ -91,7 +91,7 @@ def test_a_chunk_out_of_time_costs_only_the_slow_student_and_is_graded_again(tmp
     slow = uploads.make_slow(ROOT, subs)
     # One chunk of two; each student's budget is 20 s (the chunk's is one budget per student,
     # plus one for start-up): ample for honest grading on a loaded machine, far less than the
-    # slow student's 0.9 s per call takes (about 700 calls).
+    # slow student's half second per call takes (about 700 calls).
     _batch(subs, out, "-j", "1", "--student-budget", "20")
     book = _book(out)
     assert book[dora][1] == "graded" and float(book[dora][2]) == float(book["Points Possible"][2])

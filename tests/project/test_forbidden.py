@@ -1,15 +1,17 @@
 """The static scan sees the usual ways of reaching a forbidden function and the
-constructs that hide one, reading the text Python runs; the dispatcher hook sees
-the operation whatever the route; honest code is flagged by neither."""
+constructs that hide one, reading the text Python runs; the dispatcher refuses a
+unit's kernel families whatever the route and the execution mode; honest code is
+flagged by neither."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from autograder.core.forbidden import Operators, Traps, Use, scan_file, scan_source
+from autograder.core import enforce
+from autograder.core.forbidden import Use, scan_file, scan_source
 from autograder.core.loader import LoadError, load_unit, read_source
 from autograder.core.manifest import load_course
-from autograder.core.protocol import Call
+from autograder.core.protocol import Call, Failure, New, StudentError
 from autograder.core.subject import InProcessSubject
 import mutants
 from conftest import ROOT, grade_json
@@ -47,29 +49,102 @@ def test_scan_ignores_allowed_code(source):
     assert scan_source(source, FORBIDDEN) == []
 
 
-def test_traps_record_only_calls_from_the_submission(tmp_path):
-    student = tmp_path / "student.py"
-    student.write_text("import torch\ndef f(x):\n    return getattr(torch.nn.functional, 'soft' + 'max')(x, -1)\n")
-    traps = Traps(FORBIDDEN, tmp_path)
-    namespace = {}
-    with traps.installed():
-        torch.nn.functional.softmax(torch.ones(2), -1)  # the grader's own call
-        assert traps.seen == set()
-        exec(compile(student.read_text(), str(student), "exec"), namespace)
-        namespace["f"](torch.ones(2))
-    assert traps.seen == {"torch.nn.functional.softmax"}
-    assert torch.nn.functional.softmax.__module__ == "torch.nn.functional", "traps must be removed afterwards"
+RUNTIME = """
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import typing
+
+import torch
+from torch import nn
 
 
-def test_a_read_only_owner_is_left_to_the_static_scan(tmp_path):
-    builtin = ("torch._C._VariableFunctions.lstm_cell",)
-    with Traps(FORBIDDEN + builtin, tmp_path).installed():  # no trap fits there: installing must not fail
-        assert torch.nn.functional.softmax is not _softmax, "the other traps are still installed"
-    assert torch.nn.functional.softmax is _softmax
-    assert scan_source("import torch\nh, c = torch._C._VariableFunctions.lstm_cell(x, (h, c), w, u)", builtin)
+class Pair(typing.NamedTuple):
+    left: int
+    right: int = 0
 
 
-_softmax = torch.nn.functional.softmax
+class Mode(enum.Enum):
+    CAUSAL = "causal"
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+@functools.lru_cache(maxsize=None)
+def table(n: int) -> tuple[int, ...]:
+    return tuple(i * i for i in range(n))
+
+
+def styles(x: torch.Tensor) -> torch.Tensor:
+    assert x.dim() >= 1, f"need a vector, got {tuple(x.shape)}"
+    match Mode("causal"):
+        case Mode.CAUSAL:
+            pass
+    try:
+        int("x")
+    except (ValueError, TypeError):
+        pass
+    return Square.apply(x) + Pair(1).right + table(3)[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    width: int = 2
+
+
+class Own(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self._hidden = 1
+
+
+def computed(owner, name):
+    return getattr(owner, name)
+
+
+def store(owner, name, value):
+    setattr(owner, name, value)
+    return owner
+
+
+def later_import(name):
+    return __builtins__["__import__"](name)
+"""
+
+
+def test_the_unit_runs_with_the_builtins_the_scan_approved(tmp_path):
+    """What the scan cannot see (a computed name) is refused at run time by the unit's builtins;
+    the honest uses (a dataclass, super(), an own private name, setattr on own objects) work."""
+    unit = COURSE.units["positional_encoding"]
+    (tmp_path / unit.file).write_text(RUNTIME)
+    module = load_unit(COURSE, unit, tmp_path, isolate=True, rules=COURSE.rules)
+    assert module.Spec().width == 2 and module.computed(module.Own(), "_hidden") == 1
+    x = torch.arange(3.0, requires_grad=True)
+    module.styles(x).sum().backward()
+    assert torch.equal(x.grad, 2 * x.detach())
+    linear = torch.nn.Linear(2, 2)
+    assert module.store(linear, "scale", 3).scale == 3
+    for owner, name in [(torch.nn.functional, "softmax"), (torch.randn(1), "_version"), (linear, "__dict__"),
+                        (module.computed, "__globals__")]:
+        with pytest.raises(AttributeError, match="may not reach"):
+            module.computed(owner, name)
+    with pytest.raises(AttributeError, match="changing the class Tensor"):
+        module.store(torch.Tensor, "softmax", None)
+    assert "open" not in module.__builtins__ and "eval" not in module.__builtins__
+    with pytest.raises(ImportError, match="may not import os"):
+        exec(compile("import os", str(tmp_path / unit.file), "exec"), {"__builtins__": module.__builtins__})
 
 
 # -- constructs that have no place in a unit file ------------------------------------
@@ -165,85 +240,213 @@ def test_the_loader_runs_the_text_that_was_scanned(tmp_path):
         load_unit(course, unit, tmp_path, isolate=True)
 
 
-# -- the dispatcher records the operation, whatever the route ----------------------------
+# -- the dispatcher refuses a family's kernels, whatever the route and the mode ----------------
 
-def _lstm_cell_args():
-    x, h = torch.randn(2, 4), torch.randn(2, 3)
-    return x, (h, h), torch.randn(12, 4), torch.randn(12, 3)
+def _lstm_cell_args(**kw):
+    x, h = torch.randn(2, 4, **kw), torch.randn(2, 3, **kw)
+    return x, (h, h), torch.randn(12, 4, **kw), torch.randn(12, 3, **kw)
 
 
-ROUTES = {
-    "softmin": ("aten::_softmax", lambda: torch.nn.functional.softmin(-torch.randn(3, 4), -1)),
-    "private": ("aten::_softmax", lambda: torch._softmax(torch.randn(3, 4), -1, False)),
-    "ops": ("aten::_softmax", lambda: torch.ops.aten._softmax(torch.randn(3, 4), -1, False)),
-    "eval": ("aten::_softmax", lambda: eval("lambda x: torch.softmax(x, -1)")(torch.randn(3))),
-    "C_nn": ("aten::_scaled_dot_product_flash_attention_for_cpu",
-             lambda: torch._C._nn.scaled_dot_product_attention(*[torch.randn(1, 2, 3, 4)] * 3)),
-    "lstm_cell": ("aten::lstm_cell", lambda: torch.ops.aten.lstm_cell(*_lstm_cell_args())),
-    "lstm_cell_inference": ("aten::lstm_cell", lambda: _in_inference_mode(torch.lstm_cell, *_lstm_cell_args())),
-    "group_norm": ("aten::native_group_norm", lambda: torch.nn.functional.group_norm(torch.randn(2, 1, 5), 1)),
-    "native_layer_norm": ("aten::native_layer_norm",
-                          lambda: torch.ops.aten.native_layer_norm(torch.randn(2, 5), [5], None, None, 1e-5)),
+FAMILY_CALLS = {  # family -> calls that reach one of its kernels (each x -> result)
+    "recurrent": {
+        "lstm_cell": lambda x: torch.lstm_cell(x[:2, :4], (x[:2, :3], x[:2, :3]), x.new_ones(12, 4), x.new_ones(12, 3)),
+        "gru_cell": lambda x: torch.gru_cell(x[:2, :4], x[:2, :3], x.new_ones(9, 4), x.new_ones(9, 3)),
+        "rnn_tanh_cell": lambda x: torch.rnn_tanh_cell(x[:2, :4], x[:2, :3], x.new_ones(3, 4), x.new_ones(3, 3)),
+    },
+    "softmax": {
+        "softmin": lambda x: torch.nn.functional.softmin(x, -1),
+        "log_softmax": lambda x: x.log_softmax(-1),
+        "special": lambda x: torch.special.softmax(x, -1),
+    },
+    "fused_attention": {
+        "sdpa": lambda x: torch.nn.functional.scaled_dot_product_attention(x[None], x[None], x[None]),
+    },
+    "normalisation": {
+        "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
+        "group_norm": lambda x: torch.nn.functional.group_norm(x[None], 1),
+        "rms_norm": lambda x: torch.nn.functional.rms_norm(x, x.shape[-1:]),
+        "batch_norm": lambda x: torch.nn.functional.batch_norm(x, None, None, training=True),
+        "instance_norm": lambda x: torch.nn.functional.instance_norm(x[None]),
+    },
 }
 
 
-def _in_inference_mode(function, *args):
+def _plain(call, x):
+    return call(x)
+
+
+def _grad(call, x):
+    return call(x.requires_grad_())
+
+
+def _no_grad(call, x):
+    with torch.no_grad():
+        return call(x)
+
+
+def _inference(call, x):
     with torch.inference_mode():
-        return function(*args)
+        return call(x)
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_operators_are_recorded_whatever_the_route(route):
-    operator, run = ROUTES[route]
-    recorder = Operators(("aten::_softmax", operator))
-    run()  # outside recording: nothing counts
-    with recorder.recording():
-        recorder.trusted(run)()  # inside trusted code: nothing counts
-        assert recorder.seen == set()
-        run()
-    assert recorder.seen == {operator}
+def _autocast(call, x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return call(x)
 
 
-def test_recorded_operators_still_compute_the_same_values_and_gradients():
+def _vmap(call, x):
+    return torch.func.vmap(call)(torch.stack([x, x]))
+
+
+def _meta(call, x):
+    return call(x.to("meta"))
+
+
+def _func_grad(call, x):
+    def total(t):
+        out = call(t)
+        return sum(o.float().sum() for o in out) if isinstance(out, tuple) else out.float().sum()
+
+    return torch.func.grad(total)(x)
+
+
+MODES = {"plain": _plain, "autograd": _grad, "no_grad": _no_grad, "inference_mode": _inference,
+         "autocast": _autocast, "vmap": _vmap, "meta": _meta, "func.grad": _func_grad}
+
+
+def _guard(tmp_path, families, **kw):
+    return enforce.Guard(frozenset(families), str(tmp_path) + "/", **kw)
+
+
+def test_every_family_names_operators_and_each_is_enforced():
+    """The course's families cover the operators the API page promises, and every one has checking kernels."""
+    found = enforce.operators(COURSE.kernels)
+    for family in COURSE.kernels:
+        assert any(f == family for f in found.values()), family
+    for op in ("aten::_softmax", "aten::_sparse_softmax", "aten::_safe_softmax", "aten::lstm_cell",
+               "aten::quantized_lstm_cell", "aten::native_layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
+               "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
+               "aten::_transformer_encoder_layer_fwd"):
+        assert op in found, op
+    assert not any("backward" in op for op in found)  # the grader's own backward needs them
+    enforce.install(COURSE.kernels)
+    assert all(enforce.enforced(op) for op in found)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("family", FAMILY_CALLS)
+def test_a_family_is_refused_under_every_execution_mode(tmp_path, family, mode):
+    """Called from the submission's frame, every kernel of the family refuses, in every mode; from the
+    engine's own frame, or with no guard on, the same call runs."""
+    enforce.install(COURSE.kernels)
+    student = enforce.student_caller(tmp_path)
+    for name, call in FAMILY_CALLS[family].items():
+        x = torch.randn(4, 5)
+        MODES[mode](call, x.clone())  # no guard: torch as usual
+        with enforce.guarding(_guard(tmp_path, [family])):
+            with pytest.raises(enforce.Forbidden, match=family):
+                student(MODES[mode], call, x.clone())
+        others = [f for f in FAMILY_CALLS if f != family]
+        with enforce.guarding(_guard(tmp_path, others)):
+            student(MODES[mode], call, x.clone())  # another unit's family: allowed
+
+
+def test_sparse_nested_and_quantized_softmax_are_refused(tmp_path):
+    enforce.install(COURSE.kernels)
+    student = enforce.student_caller(tmp_path)
+    routes = [lambda: torch.sparse.softmax(torch.randn(3, 4).to_sparse(), -1),
+              lambda: torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)]).softmax(-1),
+              lambda: torch.quantize_per_tensor(torch.randn(3, 4), 0.1, 0, torch.quint8).softmax(-1)]
+    with pytest.warns(UserWarning):  # nested and quantized tensors warn that they are prototypes
+        for route in routes:
+            with enforce.guarding(_guard(tmp_path, ["softmax"])), pytest.raises(enforce.Forbidden):
+                student(route)
+
+
+def test_enforced_kernels_compute_the_same_values_and_gradients(tmp_path):
+    enforce.install(COURSE.kernels)
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
-    with Operators(("aten::_softmax", "aten::lstm_cell")).recording():
+    cell = torch.nn.LSTMCell(5, 2, dtype=torch.float64)
+    # This file as a stand-in's: a trusted frame is nearest, so the kernels run (through the checking ones).
+    with enforce.guarding(_guard(tmp_path, ["softmax", "recurrent"], stand_ins=frozenset({__file__}))):
         got = torch.autograd.grad(torch.nn.functional.softmin(-x, -1).pow(2).sum(), x)[0]
-        cell = torch.nn.LSTMCell(5, 2, dtype=torch.float64)
         h, c = cell(x)
         cell_grad = torch.autograd.grad((h * c).sum(), x)[0]
+        normed = torch.autograd.grad(torch.nn.functional.rms_norm(x, (5,)).pow(3).sum(), x)[0]
     y = x.detach().requires_grad_()
     assert torch.allclose(got, torch.autograd.grad(y.softmax(-1).pow(2).sum(), y)[0])
     h, c = cell(y)
     assert torch.allclose(cell_grad, torch.autograd.grad((h * c).sum(), y)[0])
+    rms = y / y.pow(2).mean(-1, keepdim=True).add(torch.finfo(y.dtype).eps).sqrt()
+    assert torch.allclose(normed, torch.autograd.grad(rms.pow(3).sum(), y)[0])
 
 
-def test_stand_ins_are_trusted(tmp_path):
-    """multi_head's stand-in attention calls torch.softmax: a student who uses it is not caught."""
-    course = load_course(ROOT)
-    (tmp_path / "multi_head.py").write_text(
-        "import torch\nfrom .attention import scaled_dot_product_attention\n\n\n"
-        "def split_heads(x, num_heads):\n    return scaled_dot_product_attention(x, x, x)[0]\n"
-    )
-    subject = InProcessSubject(course, tmp_path)
-    assert subject.status("multi_head") is None
+def _unit(tmp_path, name, source):
+    (tmp_path / COURSE.units[name].file).write_text(source)
+    subject = InProcessSubject(COURSE, tmp_path)
+    assert subject.status(name) is None
+    return subject
+
+
+def test_stand_ins_are_trusted_but_not_what_they_call_back(tmp_path):
+    """multi_head's stand-in attention calls torch.softmax: a student who uses it is not refused;
+    student code the stand-in calls back (a value's __rmul__) is the nearest frame, and is."""
+    subject = _unit(tmp_path, "multi_head",
+                    "import torch\nfrom .attention import scaled_dot_product_attention\n\n\n"
+                    "class Scale:\n    def __rmul__(self, other):\n        return other.softmax(-1)\n\n\n"
+                    "def split_heads(x, num_heads):\n    return scaled_dot_product_attention(x, x, x)[0]\n\n\n"
+                    "def merge_heads(x):\n    return scaled_dot_product_attention(x, x, x, scale=Scale())[0]\n")
     subject.run(Call("multi_head", "split_heads", (torch.randn(1, 2, 4), 2)))
     assert subject.runtime_uses("multi_head") == set()
+    with pytest.raises(StudentError) as caught:
+        subject.run(Call("multi_head", "merge_heads", (torch.randn(1, 2, 4),)))
+    assert caught.value.kind == Failure.FORBIDDEN and "multi_head.py line 7" in caught.value.describe()
+    assert subject.runtime_uses("multi_head") == {"softmax"}
+
+
+def test_a_stand_in_refuses_entries_the_unit_does_not_allow(tmp_path):
+    subject = _unit(tmp_path, "efficient_attention",
+                    "from .attention import scaled_dot_product_attention\n\n\n"
+                    "def flash_attention(q, k, v, **kw):\n    return scaled_dot_product_attention(q, k, v)[0]\n")
+    with pytest.raises(StudentError, match="flash_attention may not use the attention sibling"):
+        subject.run(Call("efficient_attention", "flash_attention", (torch.randn(1, 2, 4),) * 3))
+    assert subject.runtime_uses("efficient_attention") == {"stand-ins"}
+
+
+def test_a_handed_torch_module_is_trusted_during_its_call_only(tmp_path):
+    subject = _unit(tmp_path, "recurrent_cells",
+                    "kept = []\n\n\ndef unroll(cell, x, state=None):\n    kept.append(cell)\n"
+                    "    return cell(x[0], state)\n\n\ndef rnn_cell(x, h, w_ih, w_hh, b_ih=None, b_hh=None):\n"
+                    "    return kept[0](x, h)\n")
+    cell = New("torch.nn.RNNCell", (4, 3))
+    subject.run(Call("recurrent_cells", "unroll", (cell, torch.randn(2, 1, 4))))  # inside its call: fine
+    with pytest.raises(StudentError, match="only during the call it was given to"):
+        subject.run(Call("recurrent_cells", "rnn_cell", (torch.randn(1, 4), torch.randn(1, 3), torch.randn(3, 4),
+                                                         torch.randn(3, 3))))
+
+
+def test_an_entry_that_is_a_torch_function_is_refused(tmp_path):
+    """The grader calls entries through a frame of the submission's: a C function entry is not the engine's."""
+    subject = _unit(tmp_path, "attention", "import torch\n\nsoftmax = torch.special.log_softmax\n")
+    with pytest.raises(StudentError) as caught:
+        subject.run(Call("attention", "softmax", (torch.randn(2, 3), -1)))
+    assert caught.value.kind == Failure.FORBIDDEN
 
 
 # -- the hostile corpus: each route scores 0, named ----------------------------------------
 
 HOSTILE = ROOT / "tests" / "hostile"
 CASES = {  # folder -> (unit, what the message must name)
-    "forbidden_softmin": ("attention", ["aten::_softmax (seen at run time)"]),
-    "forbidden_eval": ("attention", ["eval (line 7)", "aten::_softmax"]),
-    "forbidden_utf7": ("attention", ["a coding cookie for utf-7 (line 1)", "torch.softmax (line 9)", "aten::_softmax"]),
-    "forbidden_private_softmax": ("attention", ["torch._softmax (line", "aten::_softmax"]),
-    "forbidden_ops_softmax": ("attention", ["torch.ops (line", "aten::_softmax"]),
-    "forbidden_c_nn_sdpa": ("attention", ["torch._C (line", "aten::_scaled_dot_product_flash_attention_for_cpu"]),
-    "forbidden_ops_lstm_cell": ("recurrent_cells", ["torch.ops (line", "aten::lstm_cell"]),
-    "forbidden_mha_module": ("multi_head", ["torch.nn.modules.activation.MultiheadAttention (line 5)", "aten::_softmax"]),
-    "forbidden_group_norm": ("transformer_block", ["aten::native_group_norm (seen at run time)"]),
-    "forbidden_native_layer_norm": ("transformer_block", ["torch.ops (line", "aten::native_layer_norm"]),
+    "forbidden_softmin": ("attention", ["the kernel family 'softmax' at run time (refused)"]),
+    "forbidden_eval": ("attention", ["eval (line 7)"]),  # refused builtins are absent at run time too
+    "forbidden_utf7": ("attention", ["a coding cookie for utf-7 (line 1)", "torch.softmax (line 9)", "'softmax'"]),
+    "forbidden_private_softmax": ("attention", ["torch._softmax (line", "'softmax'"]),
+    "forbidden_ops_softmax": ("attention", ["torch.ops (line"]),
+    "forbidden_c_nn_sdpa": ("attention", ["torch._C (line", "'fused_attention'"]),
+    "forbidden_ops_lstm_cell": ("recurrent_cells", ["torch.ops (line"]),
+    "forbidden_mha_module": ("multi_head", ["torch.nn.modules.activation.MultiheadAttention (line 5)"]),
+    "forbidden_group_norm": ("transformer_block", ["the kernel family 'normalisation' at run time (refused)"]),
+    "forbidden_native_layer_norm": ("transformer_block", ["torch.ops (line"]),
 }
 
 
@@ -253,8 +456,7 @@ def _check_case(name: str, result: dict) -> None:
     assert unit["status"] == "forbidden" and unit["score"] == 0, (name, unit["status"], unit["message"])
     for text in named:
         assert text in unit["message"], (name, text, unit["message"])
-    # Each is otherwise working code: the ban, not a bug, is what costs it its points.
-    assert any(t["output"].startswith("no points") for t in unit["tests"]), name
+    assert not any(t["score"] for t in unit["tests"]), name
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +477,7 @@ def test_a_route_is_caught_in_the_sandbox():
     _check_case("forbidden_softmin", result)
 
 
-@pytest.mark.parametrize("unit", mutants.grouped(u.name for u in COURSE.units.values() if Operators(u.forbidden).names))
+@pytest.mark.parametrize("unit", mutants.grouped(u.name for u in COURSE.units.values() if u.kernels))
 def test_honest_code_keeps_full_marks(unit, catalogue):
     """Solutions and alternatives: no construct, no operator, every unit whose list names operators at full marks.
 

@@ -6,6 +6,7 @@ generated.py for the cases built from the course's own files).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -31,6 +32,9 @@ from autograder.sandbox.zygote import isolation_mode, landlock_abi, processes_of
 from autograder.core.protocol import Call, New, Result, StudentError
 
 COURSE = load_course(ROOT)
+# The course with its [rules] off: the sandbox's own tests need hostile code to run, as code that
+# got past the allow-list and the restricted builtins would.
+RAW = dataclasses.replace(COURSE, rules=None)
 HOSTILE = ROOT / "tests" / "hostile"
 sys.path.insert(0, str(HOSTILE))
 import generated  # noqa: E402
@@ -49,7 +53,7 @@ MARK = f"9{os.getpid():08d}"
 # smaller limits (module attributes of autograder.sandbox.host), and a process name to watch for
 # each time a worker starts (what another submission left running then).
 DRIVER = textwrap.dedent("""
-    import json, os, sys, time
+    import dataclasses, json, os, sys, time
     from pathlib import Path
     from autograder.sandbox import host as sandbox
     from autograder.sandbox import zygote
@@ -77,7 +81,10 @@ DRIVER = textwrap.dedent("""
 
         zygote.Pool.spawn = spawn
     start = time.monotonic()
-    results = grade(load_course(), [Path(p) for p in spec["paths"]], units=spec["units"],
+    course = load_course()
+    if not spec["allow_list"]:
+        course = dataclasses.replace(course, rules=None)
+    results = grade(course, [Path(p) for p in spec["paths"]], units=spec["units"],
                     timeout=spec["timeout"], sandbox=spec["sandbox"])
     print(json.dumps({"seconds": time.monotonic() - start, "results": [r.to_dict() for r in results],
                       "uids": zygote.USED_UIDS, "folders": sorted(set(zygote.USED_FOLDERS)),
@@ -112,10 +119,12 @@ NO_NAMESPACES = textwrap.dedent("""
 
 
 def drive(paths, units, *, timeout=10.0, sandbox=True, limits=None, watch=None, env=None, container=False,
-          mode=None) -> dict:
-    """Grade in a fresh interpreter; ``container``: under NO_NAMESPACES; ``mode``: force the sandbox's mode."""
+          mode=None, allow_list=True) -> dict:
+    """Grade in a fresh interpreter; ``container``: under NO_NAMESPACES; ``mode``: force the sandbox's mode.
+    ``allow_list=False`` grades with the course's ``[rules]`` off (no allow-list scan, full builtins):
+    the sandbox's own tests need the hostile code to run, as code that got past that layer would."""
     spec = json.dumps({"paths": [str(p) for p in paths], "units": list(units), "timeout": timeout, "sandbox": sandbox,
-                       "limits": limits or {}, "watch": watch, "mode": mode})
+                       "limits": limits or {}, "watch": watch, "mode": mode, "allow_list": allow_list})
     code = (NO_NAMESPACES if container else "") + DRIVER
     proc = subprocess.run([sys.executable, "-c", code, spec], cwd=ROOT, capture_output=True, text=True, timeout=1200,
                           env={**os.environ, **(env or {})})
@@ -196,7 +205,7 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 def hostile_run(corpus) -> dict:
     """Every case but the endless loops, in one sandboxed grading run."""
     names = [n for n in corpus if n not in LOOPS and n not in OWN_RUNS]
-    run = drive([corpus[n] for n in names], ["attention"], timeout=TIMEOUT)
+    run = drive([corpus[n] for n in names], ["attention"], timeout=TIMEOUT, allow_list=False)
     run["by_case"] = dict(zip(names, (r["units"]["attention"] for r in run["results"])))
     run["leftovers"] = leftovers(run)
     return run
@@ -204,7 +213,7 @@ def hostile_run(corpus) -> dict:
 
 @pytest.fixture(scope="session")
 def loop_run(corpus) -> dict:
-    run = drive([corpus[n] for n in LOOPS], ["attention"], timeout=LOOP_TIMEOUT)
+    run = drive([corpus[n] for n in LOOPS], ["attention"], timeout=LOOP_TIMEOUT, allow_list=False)
     run["by_case"] = dict(zip(LOOPS, (r["units"]["attention"] for r in run["results"])))
     run["leftovers"] = leftovers(run)
     return run
@@ -247,7 +256,7 @@ def test_forbidden_uses_name_the_function(hostile_run):
         assert unit["status"] == "forbidden", (name, unit["status"], unit["message"])
         assert "torch.softmax" in unit["message"] or "softmax" in unit["message"], unit["message"]
         if how == "runtime":
-            assert "seen at run time" in unit["message"], unit["message"]
+            assert "at run time (refused)" in unit["message"], unit["message"]
 
 
 @pytest.mark.xdist_group("sandbox-hostile")
@@ -263,17 +272,20 @@ def test_forged_files_are_ignored(hostile_run, corpus):
 
 
 def test_attacks_work_without_the_sandbox(corpus):
-    """The corpus is real: in-process, the link gets points, the solutions-finder passes tests (whose points
-    the allow-list's static verdict then takes: it imports os), and the stand-in attack finds trusted code
-    and runs it (the forbidden-operator check, or the allow-list, then catches it there)."""
+    """The corpus is real: in-process, with the allow-list off (as the sandbox's tests grade), the link
+    gets points, the solutions-finder passes tests, and the stand-in attack finds trusted code and runs
+    it (the kernel check then refuses it there). With the allow-list on, the finder's import of os ends
+    it before any test, and the static verdict names it."""
     cases = ["symlink_file", "read_solutions", "stand_in_import"]
-    run = drive([COURSE.solutions, *[corpus[c] for c in cases]], ["attention"], sandbox=False)
+    run = drive([COURSE.solutions, *[corpus[c] for c in cases]], ["attention"], sandbox=False, allow_list=False)
     units = {c: r["units"]["attention"] for c, r in zip(cases, run["results"][1:])}
     assert units["symlink_file"]["score"] > 0
-    assert units["read_solutions"]["status"] == "forbidden" and "import of os" in units["read_solutions"]["message"]
-    assert any(t["output"].startswith("no points") for t in units["read_solutions"]["tests"])
+    assert units["read_solutions"]["score"] > 0
     found = {c: units[c]["status"] for c in cases[2:] if not (units[c]["score"] > 0 or units[c]["status"] == "forbidden")}
     assert not found, found
+    [finder] = drive([corpus["read_solutions"]], ["attention"], sandbox=False)["results"]
+    unit = finder["units"]["attention"]
+    assert unit["status"] == "forbidden" and unit["score"] == 0 and "import of os" in unit["message"], unit["message"]
 
 
 @pytest.mark.xdist_group("sandbox-resources")
@@ -310,7 +322,8 @@ MEMORY = 256 << 20  # the memory cgroup of the resources run
 def resources_run(corpus) -> dict:
     """The stand-in import on both units it targets, and memfd hoarding under a small memory cgroup."""
     cases = ["stand_in_import", "memfd_hoard"]
-    run = drive([corpus[c] for c in cases], ["attention", "multi_head"], timeout=5.0, limits={"WORKER_MEMORY": MEMORY})
+    run = drive([corpus[c] for c in cases], ["attention", "multi_head"], timeout=5.0, limits={"WORKER_MEMORY": MEMORY},
+                allow_list=False)
     run["by_case"] = dict(zip(cases, run["results"]))
     run["leftovers"] = leftovers(run)
     return run
@@ -341,7 +354,7 @@ BUDGETS = {"TEST_BUDGET": 3.0, "UNIT_BUDGET": 8.0, "WRITE_LIMIT": 1.0}
 @pytest.fixture(scope="session")
 def budget_run(corpus, tmp_path_factory) -> dict:
     slow = generated.make_slow(ROOT, tmp_path_factory.mktemp("slow") / "slow_correct", SLOW)
-    run = drive([corpus["pipe_shrink"], slow], ["attention"], timeout=1.0, limits=BUDGETS)
+    run = drive([corpus["pipe_shrink"], slow], ["attention"], timeout=1.0, limits=BUDGETS, allow_list=False)
     run["leftovers"] = leftovers(run)
     return run
 
@@ -361,7 +374,7 @@ def test_writes_to_a_worker_have_a_deadline(corpus, monkeypatch):
     from autograder.sandbox import host as sandbox
 
     monkeypatch.setattr(sandbox, "WRITE_LIMIT", 1.0)
-    with SandboxSubject(COURSE, corpus["pipe_shrink"], timeout=10.0) as subject:
+    with SandboxSubject(RAW, corpus["pipe_shrink"], timeout=10.0) as subject:
         assert subject.status("attention") is None
         start = time.monotonic()
         with pytest.raises(StudentError) as caught:
@@ -380,7 +393,8 @@ def mixed_run(corpus, tmp_path_factory) -> dict:
     cases = {"busy_children": corpus["busy_children"], "deep": deep,
              "installed_solutions": corpus["installed_solutions"], "solutions": COURSE.solutions}
     try:
-        run = drive(list(cases.values()), ["attention"], timeout=2.0, watch=MARK, env={"PYTHONPATH": str(site)})
+        run = drive(list(cases.values()), ["attention"], timeout=2.0, watch=MARK, env={"PYTHONPATH": str(site)},
+                    allow_list=False)
     finally:
         generated.remove_deep(deep)
     run["by_case"] = dict(zip(cases, (r["units"]["attention"] for r in run["results"])))
@@ -453,7 +467,7 @@ def mode_run(request, corpus, planted_answers) -> dict:
         pytest.skip("container mode needs root")
     cases = MODE_CASES[request.param]
     run = drive([COURSE.solutions, *[corpus[c] for c in cases]], ["attention"], timeout=2.0, container=True,
-                mode=None if request.param == "container" else "plain")
+                mode=None if request.param == "container" else "plain", allow_list=False)
     run["expected"] = request.param
     run["by_case"] = dict(zip(["reference", *cases], (r["units"]["attention"] for r in run["results"])))
     run["leftovers"] = leftovers(run)
@@ -535,7 +549,7 @@ def test_worker_sees_no_answers(tmp_path, monkeypatch):
     (tmp_path / "attention.py").write_text(probe, encoding="utf-8")
     # The probe walks the box's whole file system: 14 s on a loaded 2-core machine and over 30 s in CI,
     # past a student's call limit and test budget, which are not what this test checks.
-    with SandboxSubject(COURSE, tmp_path, timeout=120, test_budget=240, unit_budget=240) as subject:
+    with SandboxSubject(RAW, tmp_path, timeout=120, test_budget=240, unit_budget=240) as subject:
         assert subject.status("attention") is None
         facts = subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist()
     expected = [c for c in CHECKS if os.geteuid() == 0 or c not in NEEDS_ROOT]
@@ -548,7 +562,7 @@ def test_closing_leaves_nothing(tmp_path):
         "import subprocess, torch\n"
         f"def softmax(x, dim=-1):\n    subprocess.Popen(['sleep', '{MARK}'], start_new_session=True)\n    return x\n",
         encoding="utf-8")
-    subject = SandboxSubject(COURSE, tmp_path)
+    subject = SandboxSubject(RAW, tmp_path)
     subject.run(Call("attention", "softmax", (torch.zeros(2),)))
     uid, folder = subject.uid, subject._pool.priv
     subject.close()
@@ -587,7 +601,7 @@ def test_a_workers_orphans_are_reaped_while_it_runs(tmp_path):
     if mode != "full":
         pytest.skip(f"{mode} mode: no PID namespace here (a subreaper zygote reaps)")
     (tmp_path / "attention.py").write_text(ORPHANS, encoding="utf-8")
-    with SandboxSubject(COURSE, tmp_path, timeout=60) as subject:
+    with SandboxSubject(RAW, tmp_path, timeout=60) as subject:
         assert subject.status("attention") is None
         assert subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist() == [0.0]
 
@@ -618,7 +632,7 @@ def test_a_grading_process_gone_takes_its_workers_and_no_others(tmp_path, monkey
         f"import subprocess\ndef softmax(x, dim=-1):\n    subprocess.Popen(['sleep', '{MARK}'])\n    return x\n",
         encoding="utf-8")
     call = Call("attention", "softmax", (torch.zeros(2),))
-    with SandboxSubject(COURSE, tmp_path) as ours:
+    with SandboxSubject(RAW, tmp_path) as ours:
         ours.run(call)
         conn, env = ours._pool.attach()
         spec = {**json.loads(env[zygote.ATTACH]), "fd": os.dup(conn.fileno())}  # as the started process gets it
@@ -626,7 +640,7 @@ def test_a_grading_process_gone_takes_its_workers_and_no_others(tmp_path, monkey
         attached = zygote.AttachedPool(COURSE, spec)
         attached.users = 1  # released when their subject closes
         monkeypatch.setattr(zygote.Pool, "acquire", classmethod(lambda cls, course: attached))
-        theirs = SandboxSubject(COURSE, tmp_path)
+        theirs = SandboxSubject(RAW, tmp_path)
         monkeypatch.undo()
         theirs.run(call)
         assert len(_marked(2)) == 2, "each worker should have started its sleeper"
@@ -651,7 +665,7 @@ def test_a_spawn_read_together_with_a_kill_gets_its_own_descriptors(tmp_path, mo
 
     monkeypatch.setattr(socket, "send_fds", kill_first)
     (tmp_path / "attention.py").write_text("def softmax(x, dim=-1):\n    return x + 1\n", encoding="utf-8")
-    with SandboxSubject(COURSE, tmp_path) as subject:
+    with SandboxSubject(RAW, tmp_path) as subject:
         assert subject.status("attention") is None
         assert subject.run(Call("attention", "softmax", (torch.zeros(2),))).output.tolist() == [1.0, 1.0]
 
@@ -659,7 +673,7 @@ def test_a_spawn_read_together_with_a_kill_gets_its_own_descriptors(tmp_path, mo
 def test_output_is_captured_and_capped(tmp_path):
     (tmp_path / "attention.py").write_text(
         "def softmax(x, dim=-1):\n    print('x' * 200_000)\n    return x\n", encoding="utf-8")
-    with SandboxSubject(COURSE, tmp_path) as subject:
+    with SandboxSubject(RAW, tmp_path) as subject:
         subject.begin("t1")
         subject.run(Call("attention", "softmax", (torch.zeros(2),)))
         assert 0 < len(subject.captured["t1"]) <= 64 << 10
@@ -681,7 +695,7 @@ def test_a_worker_shares_one_cpu_with_its_grader_and_two_graders_spread(tmp_path
     seen, held, done = {}, threading.Event(), threading.Event()
 
     def grade(name: str, hold: bool) -> None:
-        with SandboxSubject(COURSE, folder) as subject:
+        with SandboxSubject(RAW, folder) as subject:
             seen[name] = subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist()
             seen[name + " thread"] = sorted(os.sched_getaffinity(0))
             if hold:  # keep the worker, and so the CPU, while the other grader runs

@@ -30,16 +30,8 @@ COURSE = load_course(ROOT)
 TRUST = ROOT / "tests" / "hostile" / "trust"
 TIMEOUT = 3.0  # per call: the reference's flash_attention at L = S = 4096 needs about 1 s here
 MEMORY_POINTS = 2  # the API page's memory bound of flash_attention ("keep the 2 points", issue 42)
-# Attacks the grader does not stop yet: they need issue 42's run-time half (kernels enforced at every
-# dispatch key, trust per frame and per call, memory measured from outside the worker). Strict: an
-# attack that starts failing must leave this list.
-OPEN = {
-    "multi_head_standin_radd_callback": "the recorder pauses for a whole stand-in call, callbacks included",
-    "transformer_block_standin_to_callback": "the recorder pauses for a whole stand-in call, callbacks included",
-    "efficient_attention_standin_lt_callback": "the recorder pauses for a whole stand-in call, callbacks included",
-    "efficient_attention_flash_tiles_to_standin": "stand-in calls are not checked against the entry the test called",
-    "efficient_attention_meta_empty": "the memory bound is counted on the meta device only",
-}
+# Attacks the grader does not stop yet (strict: an attack that starts failing must leave this list).
+OPEN: dict[str, str] = {}
 
 
 def unit_of(folder) -> str:

@@ -27,7 +27,7 @@ from autograder.core import redact
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 
-from conftest import grade_json
+from test_sandbox import drive
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE = load_course(ROOT)
@@ -366,7 +366,9 @@ def hostile_multi_head(tmp_path_factory):
     honest = base / "honest"
     honest.mkdir()
     shutil.copyfile(ROOT / "solutions" / "multi_head.py", honest / "multi_head.py")
-    results = grade_json([*paths, honest], ["multi_head"], "--timeout", "2")
+    # The allow-list off: these attacks must reach the transport and the redaction, as code that got
+    # past the allow-list and the restricted builtins would (with them on, their `open` ends them first).
+    results = drive([*paths, honest], ["multi_head"], timeout=2.0, allow_list=False)["results"]
     return dict(zip([*TRANSPORT_CASES, "honest"], (r["units"]["multi_head"] for r in results)))
 
 

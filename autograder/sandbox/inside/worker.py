@@ -188,14 +188,17 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
 def _course(config: dict, spawn: dict):
     from pathlib import Path
 
-    from autograder.core.manifest import Course, Unit
+    from autograder.core.manifest import Course, Rules, Unit
 
     lib = Path(spawn["unit_dir"] if not config["namespaces"] else config["inside"] + "/unit")
-    units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]))
+    units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]),
+                             tuple(u["kernels"]), {k: tuple(v) for k, v in u["stand_ins_for"].items()})
              for u in config["units"]}
     missing = lib / "absent"
+    rules = Rules(**{k: tuple(v) for k, v in spawn["rules"].items()}) if spawn["rules"] else None
     return Course(root=lib, name=config["course_name"], units=units, solutions=missing, assignments=missing,
-                  hidden_tests=missing, public_tests=missing)
+                  hidden_tests=missing, public_tests=missing, rules=rules,
+                  kernels={k: tuple(v) for k, v in config["kernels"].items()})
 
 
 OUT_OF_MEMORY = ("can't allocate memory", "CUDA out of memory", "out of memory")
@@ -398,8 +401,11 @@ def zygote(config_path: str) -> None:
     # files): the subject, and as this module's globals the protocol, transport, rlimit,
     # Landlock and /proc helpers.
     global limits, procs, landlock, protocol, transport
-    from autograder.core import protocol, subject  # noqa: F401
+    from autograder.core import enforce, protocol, subject  # noqa: F401
     from autograder.sandbox.inside import landlock, limits, procs, transport
+
+    # The checking kernels, registered once here: every worker inherits them.
+    enforce.install({k: tuple(v) for k, v in config["kernels"].items()})
 
     gc.freeze()
     gc.enable()

@@ -59,15 +59,15 @@ def make_sparse_file(root: Path, subs: Path) -> str:
 
 
 
+# Busy, not asleep: the unit's builtins admit no `time` (about 0.5 s a call on the course machine).
 SLOW = """
-
-import time as _time
 
 _correct = scaled_dot_product_attention
 
 
 def scaled_dot_product_attention(*args, **kwargs):
-    _time.sleep(0.9)
+    for _ in range(15_000_000):
+        pass
     return _correct(*args, **kwargs)
 """
 
