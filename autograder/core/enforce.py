@@ -52,6 +52,8 @@ from pathlib import Path
 
 import torch
 
+from autograder.core.forbidden import STAND_INS
+
 # Keys a tensor's computation ends at (whatever mode or wrapper it went through).
 BACKEND_KEYS = (
     "CPU", "CUDA", "Meta", "MPS", "XPU", "SparseCPU", "SparseCUDA", "SparseMeta", "SparseCsrCPU", "SparseCsrCUDA",
@@ -260,7 +262,7 @@ def gate(module: types.ModuleType, entries: Iterable[str]) -> None:
             guard = _guard
             if guard is not None and guard.entry not in entries:
                 name = guard.entry or "the unit's import-time code"
-                raise Forbidden("stand-ins", f"{name} may not use the {sibling} sibling "
+                raise Forbidden(STAND_INS, f"{name} may not use the {sibling} sibling "
                                              f"(only {', '.join(sorted(entries))} may)")
             return function(*args, **kwargs)
 

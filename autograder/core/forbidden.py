@@ -18,6 +18,7 @@ from pathlib import Path
 from autograder.core.loader import read_source
 
 TENSOR_PREFIX = "torch.Tensor."
+STAND_INS = "stand-ins"  # what enforce.gate's refusals are recorded as, beside the kernel families
 
 # Builtins that run or import code named by a string.
 BANNED_BUILTINS = frozenset({"eval", "exec", "compile", "__import__"})
@@ -56,6 +57,8 @@ class Use:
     line: int | None  # None: a kernel family refused at run time
 
     def describe(self, filename: str) -> str:
+        if self.line is None and self.name == STAND_INS:
+            return f"{filename} called a stand-in sibling from an entry point that may not use it (refused at run time)"
         if self.line is None:
             return f"{filename} asked for the kernel family '{self.name}' at run time (refused)"
         return f"{filename} uses {self.name} (line {self.line})"

@@ -66,6 +66,16 @@ def export(value, what: str = "output"):
     return map_nested(value, leaf)
 
 
+# The C methods themselves, for what the worker reports beside answers (memory, inputs changed): a unit
+# may patch torch's Python classes in its worker (`type(x).element_size = ...` is an attribute store
+# no scan can pin to a class), never these.
+_ELEMENT_SIZE = torch._C.TensorBase.element_size
+_STORAGE = torch._C.TensorBase.untyped_storage
+_NBYTES = torch._C.StorageBase.nbytes
+_DETACH = torch._C.TensorBase.detach
+_CLONE = torch._C.TensorBase.clone
+
+
 class _LargestStorage(TorchDispatchMode):
     """The most elements any storage an operator makes during the block holds (views share
     their base's storage, so an ``expand`` costs nothing, as in memory)."""
@@ -78,8 +88,8 @@ class _LargestStorage(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in leaves_of(out):
-            if isinstance(t, torch.Tensor) and t.element_size():
-                self.largest = max(self.largest, t.untyped_storage().nbytes() // t.element_size())
+            if isinstance(t, torch.Tensor) and (size := _ELEMENT_SIZE(t)):
+                self.largest = max(self.largest, _NBYTES(_STORAGE(t)) // size)
         return out
 
 
@@ -213,7 +223,7 @@ class InProcessSubject:
         args = map_nested(call.args, prepare)
         kwargs = map_nested(call.kwargs, prepare)
         inputs = [t for t in leaves_of((args, kwargs)) if isinstance(t, torch.Tensor)]
-        before = [t.detach().clone() for t in inputs]
+        before = [_CLONE(_DETACH(t)) for t in inputs]
 
         obj = self._build(module, call.target, call) if isinstance(call.target, New) else getattr(module, call.target)
         if isinstance(obj, torch.nn.Module):
@@ -228,7 +238,7 @@ class InProcessSubject:
         result = Result(output=export(output), largest=sizes.largest if call.measure else None)
         result.mutated = [
             f"input {i + 1}" for i, (old, new) in enumerate(zip(before, inputs))
-            if old.device.type != "meta" and not torch.equal(old, new.detach())
+            if old.device.type != "meta" and not torch.equal(old, _DETACH(new))
         ]
         params = dict(obj.named_parameters()) if isinstance(obj, torch.nn.Module) else {}
         if want_grad:

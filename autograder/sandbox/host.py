@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from autograder.core import redact
+from autograder.core.forbidden import STAND_INS
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
 from autograder.core.uploads import SubmissionError, walk
@@ -423,7 +424,7 @@ class SandboxSubject:
         claiming one can only lower the sender's own grade (and only the unit's own names)."""
         names = header.get("seen")
         if type(names) is list and names:
-            allowed = {*self.course.units[unit].kernels, "stand-ins"}
+            allowed = {*self.course.units[unit].kernels, STAND_INS}
             self._seen[unit] |= {n for n in names if type(n) is str and n in allowed}
 
     def _load(self, unit: str) -> str | None:
