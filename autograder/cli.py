@@ -21,15 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
 
+from autograder.authoring.rubric import rubric
 from autograder.core.manifest import Course, load_course
+from autograder.core.results import GradeResult, TestResult, UnitResult
 from autograder.core.shutdown import exit_code
 from autograder.delivery import classroom
 from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
 from autograder.delivery.formats import read_roster, to_junit, to_markdown
+from autograder.delivery.submissions import NothingFound, SubmissionError, collect
 from autograder.grading import forking, parallel
 from autograder.grading.errors import GraderError
 from autograder.grading.report import print_results
@@ -74,6 +78,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        help="gradebook.csv layout: canvas writes Canvas's gradebook import columns")
     batch.add_argument("--roster", type=Path, metavar="FILE",
                        help="canvas: CSV with a 'folder' column and Canvas's Student, ID, SIS User ID, SIS Login ID, Section")
+    batch.add_argument("--map", type=Path, metavar="FILE", dest="mapping",
+                       help="CSV with 'upload' and 'student' columns: whose each upload is (names that clash are "
+                            "refused until mapped)")
     batch.add_argument("--student-budget", type=float, default=STUDENT_BUDGET, metavar="SECONDS",
                        help=f"wall-clock seconds per student before a grader process is killed (default {STUDENT_BUDGET:g})")
 
@@ -138,60 +145,109 @@ def _build(course: Course, args) -> int:
 def _grade(course: Course, args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    return _grade_folders(course, args, args.paths, seed=args.seed, sandbox=args.sandbox, timeout=args.timeout,
-                          jobs=args.jobs)
+    return _grade_folders(course, args, args.paths, intake=True, seed=args.seed, sandbox=args.sandbox,
+                          timeout=args.timeout, jobs=args.jobs)
 
 
 def _check(course: Course, args) -> int:
     args.units = (args.units or []) + args.unit_args
-    # Checking your own work: only the public tests, and your own siblings (no stand-ins);
-    # for Classroom, the stand-ins where they are present, as `grade` uses them.
-    isolate = args.format == "classroom" and classroom.isolates(course)
-    return _grade_folders(course, args, [args.path or course.assignments], suites=("public",), isolate=isolate,
-                          sandbox=False)
+    # Checking your own work: only the public tests, your own siblings (no stand-ins), in this
+    # process. For Classroom, whose points are this run's report, as `grade` does: the stand-ins
+    # where they are present, and the sandbox, so the code under test cannot write the report.
+    for_classroom = args.format == "classroom"
+    return _grade_folders(course, args, [args.path or course.assignments], suites=("public",),
+                          isolate=for_classroom and classroom.isolates(course), sandbox=for_classroom)
 
 
 def _repro(course: Course, args) -> int:
     """0 when the call now gives the expected value, 1 when it does not."""
+    from autograder.authoring.contract import unit_section
     from autograder.core.cases import loads
     from autograder.grading import repro
 
+    if args.unit not in course.units:
+        raise UsageError(f"unknown unit {args.unit!r}; the units are {', '.join(course.units)}")
+    if not args.property.isidentifier():  # it is printed: a shared command may not carry control sequences
+        raise UsageError(f"{args.property!r} is not a property's name; copy it from the failure message")
     try:
         case = loads(args.example)
-    except (ValueError, TypeError, AttributeError) as error:
-        raise UsageError(f"--example is not a case from a failure message: {error}") from None
-    if case["call"].unit != args.unit or args.unit not in course.units:
+    except ValueError as error:
+        raise UsageError(f"--example is not a case from a failure message: {error}; copy the whole reproduce "
+                         "command from the message") from None
+    if case["call"].unit != args.unit:
         raise UsageError(f"the example is a case of unit {case['call'].unit!r}, not {args.unit!r}")
+    # Examples are shared: what one may run is the unit's API as the course's API page declares it.
+    api = repro.Api.parse(args.unit, unit_section(course, args.unit))
+    try:
+        api.admit(case["call"])
+    except ValueError as error:
+        raise UsageError(f"--example is refused, nothing ran: {error}. repro runs only {args.unit}'s own API; "
+                         "take the command from your own failure message") from None
     if args.snippet:
-        print(repro.snippet(course, case), end="")
+        print(repro.snippet(course, case, api), end="")
         return 0
     folder = args.path or course.assignments
     if not folder.is_dir():
         raise UsageError(f"no such folder: {folder}")
-    report, fixed = repro.rerun(course, folder, case)
+    report, fixed = repro.rerun(course, folder, case, api)
     print(f"{args.unit} / {args.property}\n{report}")
     return 0 if fixed else 1
 
 
-def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None = 1, **options) -> int:
+def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None = 1, *, intake: bool = False,
+                   **options) -> int:
+    """Grade ``folders`` and report. With ``intake`` (``grade``), each folder is first taken in as
+    every delivery path takes an upload (:mod:`autograder.delivery.submissions`): what is graded
+    is a copy of its unit files, and a refused folder is reported with its status, unit by unit."""
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
         raise UsageError(f"no such submission folder: {', '.join(missing)}")
     units = [u.name for u in course.select(args.units)]
-    jobs = min(parallel.usable_cpus() if jobs is None else jobs, len(units))
-    if jobs > 1:
-        pool = _prestart(course) if options.get("sandbox") else None  # one zygote for all the groups
-        try:
-            results = parallel.grade_in_groups(course, folders, units, jobs, options, pool)
-        finally:
-            if pool is not None:
-                pool.release()
-    else:
-        results = _grade_here(course, folders, args.units, options)
+    with tempfile.TemporaryDirectory(prefix="attn-intake-") as tmp:
+        taken = [_take_in(course, f, Path(tmp) / f"{i:04d}") if intake else f for i, f in enumerate(folders)]
+        graded = iter(_grade_all(course, args, [t for t in taken if isinstance(t, Path)], units, jobs, options))
+        results = []
+        for folder, took in zip(folders, taken):
+            result = next(graded) if isinstance(took, Path) else _refused(course, units, took)
+            result.submission = str(folder.resolve())  # never the intake's temporary copy
+            results.append(result)
     _emit(course, results, args)
     if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
         raise FailUnder(f"a submission scored below {args.fail_under:g}%")
     return 0
+
+
+def _take_in(course: Course, folder: Path, dest: Path) -> Path | str:
+    """The folder to grade, or the status that refuses ``folder``."""
+    try:
+        return collect(folder, dest, course)
+    except NothingFound:
+        return dest  # graded as it is: each unit says its file was not found
+    except SubmissionError as error:
+        return str(error)
+
+
+def _refused(course: Course, units: list[str], status: str) -> GradeResult:
+    """A refused folder's result: every unit unavailable with the status, each property 0 of its points."""
+    return GradeResult(submission="", units={
+        unit.name: UnitResult(unit.name, unit.title, "unavailable", status, [
+            TestResult(r.test_id, r.name, 0.0, r.points, "failed", status, r.visibility)
+            for r in rubric(course, unit.name)])
+        for unit in course.select(units)})
+
+
+def _grade_all(course: Course, args, folders: list[Path], units: list[str], jobs: int | None, options: dict):
+    if not folders:
+        return []  # every folder refused: no grader to start
+    jobs = min(parallel.usable_cpus() if jobs is None else jobs, len(units))
+    if jobs > 1:
+        pool = _prestart(course) if options.get("sandbox") else None  # one zygote for all the groups
+        try:
+            return parallel.grade_in_groups(course, folders, units, jobs, options, pool)
+        finally:
+            if pool is not None:
+                pool.release()
+    return _grade_here(course, folders, args.units, options)
 
 
 def _grade_here(course: Course, folders: list[Path], units: list[str] | None, options: dict):
@@ -218,7 +274,7 @@ def _prestart(course: Course):
 
 
 def _batch(course: Course, args) -> int:
-    from autograder.delivery.batch import grade_batch
+    from autograder.delivery.batch import grade_batch, read_mapping
 
     if not args.submissions.is_dir():
         raise UsageError(f"no such folder: {args.submissions}")
@@ -226,9 +282,13 @@ def _batch(course: Course, args) -> int:
         roster = read_roster(args.roster) if args.roster else None
     except (OSError, ValueError, UnicodeDecodeError) as error:
         raise UsageError(f"the roster cannot be read: {error}") from None
+    try:
+        mapping = read_mapping(args.mapping) if args.mapping else None
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise UsageError(f"the map cannot be read: {error}") from None
     summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
                           show_progress=args.progress, student_budget=args.student_budget,
-                          gradebook=args.csv, roster=roster)
+                          gradebook=args.csv, roster=roster, mapping=mapping)
     print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
           f"gradable); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
     return 0

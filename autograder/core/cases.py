@@ -11,11 +11,14 @@ the test's source. It is written only when every tensor is small (:data:`MAX_ELE
 The format: tensors are ``{"tensor": nested list, "dtype": "float64"}``, tuples
 ``{"tuple": [...]}``, dicts ``{"dict": {...}}``, object recipes ``{"new": target, ...}``, dtypes
 ``{"dtype": name}``; infinities and NaN are written as Python's ``json`` writes them.
+:data:`SCHEMA` is that format: :func:`loads` refuses any text it does not describe, since
+examples are shared between students and ``repro`` runs them.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import keyword
 
 import torch
 
@@ -193,24 +196,116 @@ def _tensors(value):
     return value
 
 
+# -- the format, as a JSON schema --------------------------------------------------------------
+
+# jsonschema matches a pattern with Python's re.search, whose `$` also matches before a final
+# newline: every pattern here ends with `\Z`, the end of the text.
+_NAME = r"^[A-Za-z_][A-Za-z0-9_]*\Z"  # an ASCII Python name: what the snippet may write unquoted
+_KEYWORD = {"type": "string", "pattern": _NAME, "not": {"enum": keyword.kwlist}}  # a name `k=` can take
+_DTYPES = sorted({_dtype_name(v) for v in vars(torch).values() if isinstance(v, torch.dtype)})
+_PLAIN = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*\Z"  # printed as it is: no terminal control sequences
+_DEVICE = {"type": "string", "pattern": r"^[a-z]+(:[0-9]+)?\Z"}
+_REF = {name: {"$ref": f"#/$defs/{name}"} for name in ("value", "numbers", "tensor", "new", "dtype", "tuple", "dict")}
+
+SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["unit", "call"],
+    "additionalProperties": False,
+    "properties": {
+        "unit": {"type": "string", "pattern": _NAME},
+        "call": {
+            "type": "object",
+            "required": ["unit", "target"],
+            "additionalProperties": False,  # exactly Call's fields
+            "properties": {
+                "unit": {"type": "string", "pattern": _NAME},
+                "target": {"anyOf": [{"type": "string", "pattern": _NAME}, _REF["new"]]},
+                "args": {"type": "array", "items": _REF["value"]},
+                "kwargs": {"type": "object", "propertyNames": _KEYWORD, "additionalProperties": _REF["value"]},
+                "method": {"anyOf": [{"type": "null"}, {"type": "string", "pattern": _NAME}]},
+                "train": {"type": "boolean"},
+                "device": _DEVICE,
+                "dtype": {"anyOf": [{"type": "null"}, _REF["dtype"]]},
+                "seed": {"type": ["integer", "null"]},
+                "grad_outputs": _REF["value"],
+                "noncontiguous": {"type": "boolean"},
+                "return_state": {"type": "boolean"},
+                "measure": {"type": "boolean"},
+            },
+        },
+        # Where the checked value sits in the result: output[1], param_grads[q_proj.weight]...
+        "part": {"anyOf": [{"type": "null"}, {"type": "string", "pattern":
+                                               r"^(output|arg_grads|kwarg_grads|param_grads)(\[[A-Za-z0-9_.]+\])*\Z"}]},
+        "what": {"type": "string", "pattern": _PLAIN, "maxLength": 1000},
+        "expected": {"anyOf": [{"type": "null"}, _REF["tensor"]]},
+        "atol": {"type": "number", "minimum": 0},
+        "rtol": {"type": "number", "minimum": 0},
+    },
+    "$defs": {
+        "value": {"anyOf": [
+            {"type": ["null", "boolean", "number", "string"]},
+            {"type": "array", "items": _REF["value"]},
+            _REF["tensor"], _REF["new"], _REF["dtype"], _REF["tuple"], _REF["dict"],
+            {"type": "object", "required": ["device"], "additionalProperties": False,
+             "properties": {"device": _DEVICE}},
+        ]},
+        "numbers": {"anyOf": [{"type": ["number", "boolean"]}, {"type": "array", "items": _REF["numbers"]}]},
+        "tensor": {
+            "type": "object", "required": ["tensor", "dtype"], "additionalProperties": False,
+            "properties": {"tensor": {"anyOf": [{"type": "null"}, _REF["numbers"]]}, "dtype": {"enum": _DTYPES},
+                           "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+            # A meta tensor is its shape alone.
+            "if": {"properties": {"tensor": {"type": "null"}}}, "then": {"required": ["shape"]},
+        },
+        "new": {
+            "type": "object", "required": ["new", "args", "kwargs"], "additionalProperties": False,
+            "properties": {
+                "new": {"type": "string", "pattern": r"^(torch\.nn\.)?[A-Za-z_][A-Za-z0-9_]*\Z"},
+                "args": _REF["tuple"],
+                "kwargs": {"type": "object", "required": ["dict"], "additionalProperties": False,
+                           "properties": {"dict": {"type": "object", "propertyNames": _KEYWORD,
+                                                   "additionalProperties": _REF["value"]}}},
+                "state": _REF["dict"],
+            },
+        },
+        "dtype": {"type": "object", "required": ["dtype"], "additionalProperties": False,
+                  "properties": {"dtype": {"enum": _DTYPES}}},
+        "tuple": {"type": "object", "required": ["tuple"], "additionalProperties": False,
+                  "properties": {"tuple": {"type": "array", "items": _REF["value"]}}},
+        "dict": {"type": "object", "required": ["dict"], "additionalProperties": False,
+                 "properties": {"dict": {"type": "object", "additionalProperties": _REF["value"]}}},
+    },
+}
+
+
 def loads(text: str) -> dict:
-    """A case written by :func:`dumps`: ``call`` is a :class:`Call` again."""
-    data = json.loads(text)
-    if not isinstance(data, dict) or not isinstance(data.get("call"), dict):
-        raise ValueError("the example is not a case written by the grader (it has no 'call')")
+    """A case written by :func:`dumps`: ``call`` is a :class:`Call` again. Raises ValueError,
+    naming the first place that differs, for any text :data:`SCHEMA` does not describe."""
+    import jsonschema  # here, not at the top: only repro reads cases, and no sandboxed worker has it
+
+    try:
+        data = json.loads(text)
+        problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
+    except RecursionError:
+        raise ValueError("the example is nested too deeply to be a case the grader wrote") from None
+    if problem is not None:
+        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in problem.absolute_path).lstrip(".")
+        raise ValueError(f"the example is not a case the grader wrote ({where or 'the whole example'}: "
+                         f"{_clip(problem.message)})")
     raw = dict(data["call"])
     args, kwargs = raw.pop("args", []), raw.pop("kwargs", {})
-    if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise ValueError("the example's args must be a list and its kwargs an object")
-    call = {k: _decode(v) for k, v in raw.items()}
-    call["args"] = tuple(_decode(a) for a in args)
-    call["kwargs"] = {k: _decode(v) for k, v in kwargs.items()}
-    known = {f.name for f in dataclasses.fields(Call)}
-    unknown = set(call) - known
-    if unknown:
-        raise ValueError(f"the example's call has unknown fields: {', '.join(sorted(unknown))}")
-    if "unit" not in call or "target" not in call:
-        raise ValueError("the example's call names no unit or target")
-    return {"unit": data.get("unit", call["unit"]), "call": Call(**call), "part": data.get("part"),
-            "what": data.get("what", "output"), "expected": _decode(data.get("expected")),
-            "atol": float(data.get("atol", 0.0)), "rtol": float(data.get("rtol", 0.0))}
+    try:  # well formed, yet torch may refuse it: ragged lists, an unknown device, an int past int64
+        call = {k: _decode(v) for k, v in raw.items()}
+        call["args"] = tuple(_decode(a) for a in args)
+        call["kwargs"] = {k: _decode(v) for k, v in kwargs.items()}
+        expected = _decode(data.get("expected"))
+    except (RuntimeError, TypeError, OverflowError) as error:
+        raise ValueError(f"the example's values cannot be rebuilt: {_clip(str(error))}") from None
+    return {"unit": data["unit"], "call": Call(**call), "part": data.get("part"), "what": data.get("what", "output"),
+            "expected": expected, "atol": float(data.get("atol", 0.0)), "rtol": float(data.get("rtol", 0.0))}
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    """A validator's message quotes the offending value: enough of it to recognise."""
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,7 +1,15 @@
-"""The one result model every output format is written from."""
+"""The one result model every output format is written from.
+
+Its text fields pass :func:`~autograder.core.safe_text.safe_text` whenever they are set (at
+construction, from a record, or assigned later), so no writer ever sees a lone surrogate or a
+control character, whatever the student's code raised or the upload was called.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+from autograder.core.safe_text import safe_name, safe_text
 
 
 NOT_IMPLEMENTED = "not implemented yet"  # what a stub's NotImplementedError reads as, in every report
@@ -11,8 +19,23 @@ def _round(x: float) -> float:
     return round(float(x), 4)
 
 
+class _SafeText:
+    """Cleans the fields named in ``NAMES`` (one line) and ``TEXTS`` (multi-line) as they are set."""
+    NAMES: ClassVar[frozenset[str]] = frozenset()
+    TEXTS: ClassVar[frozenset[str]] = frozenset()
+
+    def __setattr__(self, field_name: str, value) -> None:
+        if field_name in self.NAMES:
+            value = safe_name(value)
+        elif field_name in self.TEXTS:
+            value = safe_text(value)
+        super().__setattr__(field_name, value)
+
+
 @dataclass
-class TestResult:
+class TestResult(_SafeText):
+    NAMES: ClassVar[frozenset[str]] = frozenset({"id", "name"})
+    TEXTS: ClassVar[frozenset[str]] = frozenset({"output"})
     id: str  # stable: "<file>::<function>"
     name: str  # the one-line property students read
     score: float
@@ -23,7 +46,8 @@ class TestResult:
 
 
 @dataclass
-class UnitResult:
+class UnitResult(_SafeText):
+    TEXTS: ClassVar[frozenset[str]] = frozenset({"message"})
     name: str
     title: str
     status: str = "graded"  # "graded" | "unavailable" | "forbidden"
@@ -40,7 +64,8 @@ class UnitResult:
 
 
 @dataclass
-class GradeResult:
+class GradeResult(_SafeText):
+    NAMES: ClassVar[frozenset[str]] = frozenset({"submission"})
     submission: str
     units: dict[str, UnitResult] = field(default_factory=dict)
 

@@ -40,6 +40,36 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+# How many calls of one unit may run into the time limit before its further calls fail at once:
+# an endless loop, the commonest student bug, then costs two limits per unit instead of one per
+# test. Code that never hits the limit is never affected, however slow.
+TIMEOUTS_PER_UNIT = 2
+
+
+class Timeouts:
+    """The calls of each unit that ran past the time limit; both subjects keep one, so a
+    submission gets the same failures sandboxed or not."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._first: dict[str, str] = {}  # unit -> the first call that timed out, for the message
+        self._count: dict[str, int] = {}
+
+    def record(self, call: Call, where: str) -> None:
+        entry = call.target.target if isinstance(call.target, New) else call.target
+        name = f"{entry}.{call.method}" if call.method else entry
+        self._first.setdefault(call.unit, f"{name}, at {where}" if where else name)
+        self._count[call.unit] = self._count.get(call.unit, 0) + 1
+
+    def exhausted(self, unit: str) -> str | None:
+        """Why every further call of ``unit`` fails at once, or None."""
+        if self._count.get(unit, 0) < TIMEOUTS_PER_UNIT:
+            return None
+        return (f"time budget exhausted: an endless loop? {self._count[unit]} calls ran past the "
+                f"{self.seconds:g} s limit (the first: {self._first[unit]}), so this unit's remaining "
+                "calls fail without running: make that code return within the limit")
+
+
 def _where(error: BaseException, folder: Path) -> str:
     """The last line of the submission's own code in the traceback."""
     prefix = str(folder.resolve())
@@ -105,12 +135,14 @@ class InProcessSubject:
         self._refused: dict[str, set[str]] = {name: set() for name in course.units}  # kernel families refused
         self._call = enforce.student_caller(self.folder)
         self._timed_out: str | None = None
+        self._timeouts = Timeouts(timeout)
         # One thread: the same reduction order on every machine, so even an ill-conditioned
         # (buggy) computation gets the same score everywhere, sandboxed or not.
         torch.set_num_threads(1)
 
     def begin(self, test_id: str) -> None:
-        """A new test starts: a time-out in the previous one no longer applies."""
+        """A new test starts: a time-out in the previous one no longer stops its calls (it still
+        counts towards the unit's :data:`TIMEOUTS_PER_UNIT`)."""
         self._timed_out = None
 
     def close(self) -> None:
@@ -155,6 +187,9 @@ class InProcessSubject:
         problem = self.status(call.unit)
         if problem:
             raise StudentError(Failure.UNAVAILABLE, problem)
+        exhausted = self._timeouts.exhausted(call.unit)
+        if exhausted:
+            raise StudentError(Failure.TIMEOUT, exhausted)
         if self._timed_out:
             # One time-out per test: hypothesis would otherwise wait again for every example.
             raise StudentError(Failure.TIMEOUT, f"{self._timed_out} earlier in this test")
@@ -170,8 +205,9 @@ class InProcessSubject:
             self._refused[call.unit].add(refused.family)
             raise StudentError(Failure.FORBIDDEN, refused.message, _where(refused, self.folder)) from None
         except CallTimeout as error:
-            self._timed_out = str(error)
-            raise StudentError(Failure.TIMEOUT, str(error), _where(error, self.folder)) from None
+            self._timed_out, where = str(error), _where(error, self.folder)
+            self._timeouts.record(call, where)
+            raise StudentError(Failure.TIMEOUT, str(error), where) from None
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             raise StudentError(type(error).__name__, loader.safe_str(error), _where(error, self.folder)) from None
 

@@ -21,12 +21,14 @@ Whatever one upload does, the others are graded (decisions, README "a whole clas
     that exact upload, since grading the same bytes again gives the same status;
   * SIGINT and SIGTERM kill every grader process, record nothing for the
     students being graded, and raise :class:`BatchInterrupted` (run again to resume);
-  * uploads whose names clash (``zed/`` and ``zed.zip``) are both graded, under
-    distinct names, and the clash is reported;
+  * a name is an identity (:func:`discover`): uploads whose names clash (``zed/`` and
+    ``zed.zip``) are refused, both, until the instructor's ``--map`` says whose each is, and a
+    name the gradebook uses for its own rows is refused too;
   * digests and unpacking read a bounded amount (see :mod:`.submissions`).
 """
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
@@ -51,9 +53,10 @@ from rich.progress import Progress
 from autograder.authoring.rubric import rubric
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
+from autograder.core.safe_text import safe_name, safe_text
 from autograder.core.uploads import SubmissionError, walk
 from autograder.delivery.atomic import atomic_write
-from autograder.delivery.formats import gradebook_csv, to_markdown
+from autograder.delivery.formats import POINTS_POSSIBLE, gradebook_csv, markdown_text, to_markdown
 from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
 from autograder.grading import forking, serve
 from autograder.grading.errors import GraderError
@@ -96,31 +99,58 @@ def _digest(path: Path) -> str:
     return sha.hexdigest()
 
 
-def discover(submissions: Path) -> tuple[list[Student], list[dict]]:
-    """The students, and the name clashes resolved on the way.
+RESERVED_NAMES = frozenset({POINTS_POSSIBLE.casefold()})  # the gradebook's own row labels (compared casefolded)
 
-    A student is named after the folder, or the zip's stem. When two uploads
-    would get one name, the folder keeps it and the other is named by its
-    whole file name (``zed.zip``), then numbered if that is taken too.
+
+def discover(submissions: Path, mapping: dict[str, str] | None = None) -> tuple[list[Student], list[dict]]:
+    """The students to grade, and the names refused on the way.
+
+    A student's name is the instructor's (``mapping``: upload file name -> student), else the
+    folder's name or the zip's stem, made safe to print. A name is an identity, so nothing is
+    guessed: when two uploads would get one name (``zed/`` and ``zed.zip``), neither is graded
+    under it, both are refused with a status naming the uploads, until the instructor maps
+    them; a name the gradebook uses for its own rows ("Points Possible") or one with nothing
+    printable is refused likewise. Each refusal is ``{"name", "uploads", "reason"}``.
     """
+    mapping = mapping or {}
     entries = sorted(p for p in submissions.iterdir() if not p.name.startswith("."))
-    wanted = {p: p.stem if p.suffix == ".zip" and p.is_file() else p.name for p in entries}
-    counts = Counter(wanted.values())
-    taken: set[str] = set()
-    names: dict[Path, str] = {}
-    # Folders first, so a folder always keeps its own name.
-    for path in sorted(entries, key=lambda p: (not p.is_dir(), p.name)):
-        name = wanted[path] if counts[wanted[path]] == 1 or path.is_dir() else path.name
-        base, n = name, 1
-        while name in taken:
-            n += 1
-            name = f"{base}~{n}"
-        taken.add(name)
-        names[path] = name
-    clashes = [{"name": name, "uploads": sorted(p.name for p in entries if wanted[p] == name),
-                "graded_as": sorted(names[p] for p in entries if wanted[p] == name)}
-               for name, count in sorted(counts.items()) if count > 1]
-    return [Student(names[p], p, _digest(p)) for p in entries], clashes
+    wanted = {p: mapping.get(p.name) or safe_name(p.stem if p.suffix == ".zip" and p.is_file() else p.name)
+              for p in entries}
+    by_name: dict[str, list[Path]] = {}
+    for path in entries:
+        by_name.setdefault(wanted[path], []).append(path)
+    students, refused = [], []
+    for name, paths in sorted(by_name.items()):
+        uploads = [safe_name(p.name) for p in paths]
+        if len(paths) > 1:
+            reason = (f"name clash: uploads {', '.join(uploads)} share the name {name!r}; none is graded "
+                      "until --map says whose each is")
+        elif name.casefold() in RESERVED_NAMES or not name or name.startswith("."):
+            reason = f"the name {name!r} of upload {uploads[0]} cannot name a student; give it one with --map"
+        else:
+            students.append(Student(name, paths[0], _digest(paths[0])))
+            continue
+        refused.append({"name": name, "uploads": uploads, "reason": reason})
+    return students, refused
+
+
+def read_mapping(path: Path) -> dict[str, str]:
+    """The instructor's ``--map`` CSV: columns ``upload`` (a file name in the submissions
+    folder) and ``student`` (the name to grade it under). Raises ValueError when a row is
+    unusable or two uploads are mapped to one student."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        rows = list(csv.DictReader(handle))
+    if rows and not {"upload", "student"} <= rows[0].keys():
+        raise ValueError(f"{path}: the map needs 'upload' and 'student' columns (found {', '.join(rows[0])})")
+    mapping: dict[str, str] = {}
+    for row in rows:
+        upload, student = (row.get("upload") or "").strip(), safe_name(row.get("student") or "")
+        if not upload or not student or "/" in student or student.startswith("."):
+            raise ValueError(f"{path}: unusable row {row}")
+        if student in mapping.values():
+            raise ValueError(f"{path}: two uploads are mapped to {student!r}")
+        mapping[upload] = student
+    return mapping
 
 
 def _done(out: Path, student: Student) -> bool:
@@ -135,9 +165,11 @@ def _done(out: Path, student: Student) -> bool:
 
 
 def _record(out: Path, student: Student, status: str, result: GradeResult | None, *, final: bool = True) -> None:
+    status = safe_text(status)
     data = {"student": student.name, "digest": student.digest, "status": status, "final": final,
             "result": result.to_dict() if result else None}
-    feedback = to_markdown([result]) if result else f"## {student.name}\n\nNot graded: {status}\n"
+    feedback = (to_markdown([result]) if result
+                else f"## {markdown_text(student.name)}\n\nNot graded: {markdown_text(status)}\n")
     atomic_write(out / "students" / f"{student.name}.md", feedback)
     atomic_write(out / "students" / f"{student.name}.json", json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -382,12 +414,11 @@ def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
 
 def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, units: list[str] | None = None,
                 show_progress: bool = True, student_budget: float = STUDENT_BUDGET, gradebook: str = "default",
-                roster: dict[str, dict[str, str]] | None = None) -> dict:
+                roster: dict[str, dict[str, str]] | None = None, mapping: dict[str, str] | None = None) -> dict:
     """Grade every student not yet graded; return the summary (also written to ``out``)."""
-    students, clashes = discover(submissions)
-    for clash in clashes:
-        print(f"{course.brand.command}: uploads {', '.join(clash['uploads'])} share the name {clash['name']!r}; "
-              f"graded as {', '.join(clash['graded_as'])}", file=sys.stderr)
+    students, refused = discover(submissions, mapping)
+    for entry in refused:
+        print(f"{course.brand.command}: {entry['reason']}", file=sys.stderr)
     course.select(units)  # an unknown unit: the caller's error, before anything is graded
     todo = [s for s in students if not _done(out, s)]
     runner = _Runner(course, out, units, student_budget)
@@ -435,22 +466,19 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
         raise BatchInterrupted(f"stopped: {len(students) - left} of {len(students)} students are recorded; "
                                f"run the same command again to grade the {left} left")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    summary = write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
-                              layout=gradebook, roster=roster)
-    if clashes:
-        summary["name_clashes"] = clashes
-        atomic_write(out / "summary.json", json.dumps(summary, indent=2))
-        with open(out / "summary.md", "a", encoding="utf-8") as handle:
-            handle.write("\n## Name clashes\n\n" + "".join(
-                f"- {', '.join(c['uploads'])}: graded as {', '.join(c['graded_as'])}\n" for c in clashes))
-    return summary
+    return write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
+                           layout=gradebook, roster=roster, refused=refused)
 
 
 def write_gradebook(course: Course, out: Path, students: list[Student], units: list[str] | None,
                     *, graded_now: int, peak_mib: float, layout: str = "default",
-                    roster: dict[str, dict[str, str]] | None = None) -> dict:
+                    roster: dict[str, dict[str, str]] | None = None, refused: list[dict] | None = None) -> dict:
+    """gradebook.csv and the class summary (summary.json, summary.md) from the students' records;
+    a refused name is a row of its own, scored 0, with the reason as its status."""
     names = [u.name for u in course.select(units)]
+    refused = refused or []
     records = [json.loads((out / "students" / f"{s.name}.json").read_text(encoding="utf-8")) for s in students]
+    records += [{"student": r["name"], "status": r["reason"], "result": None} for r in refused]
     # What the suites declare (their points markers), so it holds even when nobody was gradable.
     possible = {n: sum(r.points for r in rubric(course, n)) for n in names}
     totals, failures = [], Counter()
@@ -470,10 +498,19 @@ def write_gradebook(course: Course, out: Path, students: list[Student], units: l
         "distribution": {f"{10 * b}-{10 * b + 10}%": bins.get(b, 0) for b in range(10)},
         "most_failed": [{"unit": u, "property": p, "students": n} for (u, p), n in failures.most_common(10)],
     }
+    if refused:
+        summary["names_refused"] = refused
+    if roster is not None:
+        summary["not_on_roster"] = sorted(r["student"] for r in records if r["student"] not in roster)
     lines = [f"# Class summary: {summary['students']} students, {summary['not_graded']} not graded", "",
              "| score | students |", "|---|---:|", *(f"| {k} | {v} |" for k, v in summary["distribution"].items()),
              "", "## Most-failed properties", "", "| unit | property | students |", "|---|---|---:|",
-             *(f"| {f['unit']} | {f['property']} | {f['students']} |" for f in summary["most_failed"])]
+             *(f"| {f['unit']} | {markdown_text(f['property'])} | {f['students']} |" for f in summary["most_failed"])]
+    if refused:
+        lines += ["", "## Names refused", "", *(f"- {markdown_text(r['reason'])}" for r in refused)]
+    if summary.get("not_on_roster"):
+        lines += ["", "## Not on the roster (not in the Canvas gradebook)", "",
+                  *(f"- {markdown_text(name)}" for name in summary["not_on_roster"])]
     atomic_write(out / "summary.md", "\n".join(lines) + "\n")
     atomic_write(out / "summary.json", json.dumps(summary, indent=2))
     return summary

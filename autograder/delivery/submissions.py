@@ -1,96 +1,52 @@
-"""Turn what a student handed in (a folder, some files, or a zip) into a clean
-submission folder holding only the course's unit files.
+"""One intake for every path: turn what a student handed in (a folder, or a zip) into a clean
+folder holding only the files that get graded.
 
-Nothing is trusted: symlinks and special files are refused, zip members may
-not escape the folder, and depth, entry counts and sizes are capped (walking
-and unpacking are iterative, so no upload can exhaust the recursion limit or
-memory), so a broken or hostile upload gets a clear status instead of
-stopping a batch.
+The CLI's ``grade`` (each folder argument), ``grade-batch`` (each student), Gradescope and
+PrairieLearn (the upload) take a submission through :func:`collect`, and nbgrader's
+``collect`` (each student's inbox folder, for ``<unit>.ipynb``) through the same routine,
+:func:`autograder.core.uploads.intake`, with the notebooks' names as the wanted ones. So the
+same upload gets the same status text on every path. Nothing in the upload is trusted:
+
+* **Nothing is followed.** The upload itself may not be a symlink; a file named like a wanted
+  one (a unit file, or a unit's notebook) must be a regular file, wherever it lies: a symlink,
+  a pipe, a socket or a device of that name refuses the upload, naming it. A symlink to a folder
+  refuses it wherever it lies, since what is behind it is never looked at and could be a copy of
+  a wanted file. Anything else (a link to a file of another name, a stray pipe) is never opened,
+  so it is left alone: an upload of a whole repository keeps working.
+* **Bounds.** At most 32 folders deep and 10,000 files and folders (a zip: members), at most
+  2 MiB a unit file (16 MiB a notebook, whose outputs hold plots) and 20 MiB for a zip's members
+  together; walking and unpacking are iterative, and only the wanted files are read (a 20 GiB
+  sparse file beside them costs nothing). A zip member may not leave the upload (``/`` or ``..``).
+* **One copy of each file.** A wanted file may sit in a sub-folder (zips often add one). Two
+  copies of one name (``backup/attention.py`` and ``final/attention.py``, at any depths) are
+  an error that names both, never a choice made for the student; except that a copy at the top
+  level of the upload is graded over copies below it: putting it there is the clear intent,
+  the others are backups.
+* **Zips.** A zip upload is unpacked (only the wanted members are written). So is an upload
+  folder holding no wanted file and exactly one zip at its top level (as Gradescope uploads
+  come); a zip inside a zip never is.
+* **Nothing gradable.** An upload with none of the wanted files is "no unit files found
+  (expected ...; found ...)" on the delivery paths; the CLI grades such a folder as it always
+  did, each unit saying that its file was not found.
+
+A refusal is the whole upload's, on every path: ``grade-batch``'s status column, Gradescope's
+message (score 0), PrairieLearn's ``format_errors`` (no attempt spent), each unit's message in
+the CLI's report (0 of its points), and a printed line of nbgrader's ``collect``, which then
+collects none of that student's notebooks. Statuses are one line of at most 300 characters, and
+the names they show pass :func:`autograder.core.safe_text.safe_name`.
 """
 from __future__ import annotations
 
-import shutil
-import stat
-import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from autograder.core.manifest import Course
-from autograder.core.uploads import MAX_DEPTH, MAX_ENTRIES, SubmissionError, walk
+from autograder.core.uploads import MAX_ZIP_BYTES, NothingFound, SubmissionError, intake
 
-MAX_FILE_BYTES = 2 * 1024 * 1024
-MAX_ZIP_BYTES = 20 * 1024 * 1024
-
-
-def _unzip(archive: Path, dest: Path, wanted: set[str]) -> None:
-    """Extract the members of ``archive`` named in ``wanted`` (and zips), refusing hostile layouts."""
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            members = zf.infolist()
-            if len(members) > MAX_ENTRIES:
-                raise SubmissionError(f"{archive.name} holds more than {MAX_ENTRIES} members")
-            if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-                raise SubmissionError(f"{archive.name} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
-            for member in members:
-                parts = PurePosixPath(member.filename).parts
-                if member.filename.startswith("/") or ".." in parts:
-                    raise SubmissionError(f"{archive.name} holds a path outside the submission: {member.filename[:200]}")
-                if len(parts) > MAX_DEPTH:
-                    raise SubmissionError(f"{archive.name} holds a member nested more than {MAX_DEPTH} folders deep")
-                if (member.external_attr >> 16) & 0o170000 == 0o120000:
-                    raise SubmissionError(f"{archive.name} holds a symlink: {member.filename[:200]}")
-            for member in members:
-                name = PurePosixPath(member.filename).name
-                if member.is_dir() or not (name in wanted or name.endswith(".zip")):
-                    continue  # only what grading can use is written to disk
-                target = dest.joinpath(*PurePosixPath(member.filename).parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(member) as source, open(target, "wb") as sink:
-                    shutil.copyfileobj(source, sink)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as error:
-        raise SubmissionError(f"{archive.name} is not a readable zip file ({error})") from None
+__all__ = ["MAX_ZIP_BYTES", "NothingFound", "SubmissionError", "collect"]
 
 
-def collect(source: Path, dest: Path, course: Course, *, nested: bool = False) -> Path:
-    """Copy the unit files found in ``source`` (a folder or a zip) into ``dest``.
-
-    A unit file may sit in a sub-folder (zips often add one); the shallowest
-    copy wins. A folder holding nothing but one zip is unpacked (one level,
-    as Gradescope uploads). Raises SubmissionError when nothing gradable is there.
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    wanted = {u.file for u in course.units.values()}
-    if source.is_symlink():
-        raise SubmissionError(f"{source.name} is a symlink; submissions must be real files")
-    if source.is_file() and source.suffix == ".zip":
-        unpacked = dest.with_name(dest.name + ".unzipped")
-        unpacked.mkdir(parents=True, exist_ok=True)
-        try:
-            _unzip(source, unpacked, wanted)
-            return collect(unpacked, dest, course, nested=True)
-        finally:
-            shutil.rmtree(unpacked, ignore_errors=True)
-    if not source.is_dir():
-        raise SubmissionError(f"{source.name} is neither a folder nor a .zip file")
-    found: dict[str, Path] = {}
-    names, zips = [], []
-    for path, info in walk(source):
-        names.append(path.name)
-        if path.parent == source and path.suffix == ".zip" and stat.S_ISREG(info.st_mode):
-            zips.append(path)
-        if path.name not in wanted or path.name in found:
-            continue
-        if not stat.S_ISREG(info.st_mode):
-            raise SubmissionError(f"{path.name} is a symlink or not a regular file; it was refused")
-        if info.st_size > MAX_FILE_BYTES:
-            raise SubmissionError(f"{path.name} is larger than {MAX_FILE_BYTES // 2**20} MiB")
-        found[path.name] = path
-    if not found and len(zips) == 1 and not nested:  # an upload of one zip holding the files (as Gradescope allows)
-        return collect(zips[0], dest, course, nested=True)
-    if not found:
-        shown = sorted(names)[:8]
-        raise SubmissionError(
-            f"no unit files found (expected some of {', '.join(sorted(wanted))}; found {', '.join(shown) or 'nothing'})"
-        )
-    for name, path in found.items():
-        shutil.copyfile(path, dest / name)
+def collect(source: Path, dest: Path, course: Course) -> Path:
+    """Copy the course's unit files found in ``source`` (a folder or a zip) into ``dest``, by the
+    rules above; raises SubmissionError (NothingFound when none is there) with the upload's status."""
+    intake(source, dest, {u.file for u in course.units.values()})
     return dest

@@ -5,11 +5,19 @@ grader expected, nothing of the hidden test. :func:`rerun` runs the call on a fo
 code, in this process as ``check`` does, and returns got beside expected; :func:`snippet` writes
 the same case as a Python script to paste into a notebook. It is a student's debugging tool:
 the code runs unsandboxed, as the student's own code on their own machine.
+
+Examples are shared between students, so an example is data, never code: both run only what
+:class:`Api` admits (the unit's own functions, classes and methods, and the torch modules its
+tests hand in), and the script writes every value with ``repr`` and a name only once it is a
+plain Python name.
 """
 from __future__ import annotations
 
+import keyword
 import math
+import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,10 +28,82 @@ from autograder.core.protocol import Call, New, StudentError, leaves_of, map_nes
 from autograder.core.subject import InProcessSubject
 from autograder.testing.compare import mismatch
 
+# nn.Module's read-out of its own tensors: the one method besides the object's own call that the
+# grader's cases use (a property that checks parameter names reads it).
+READ_OUTS = frozenset({"state_dict"})
 
-def rerun(course: Course, folder: Path, case: dict) -> tuple[str, bool]:
-    """(the report, whether the call now gives the expected value)."""
+
+@dataclass(frozen=True)
+class Api:
+    """What an example of one unit may name, as the unit's section of the course's API page
+    (course.toml ``[paths] api``) declares it: ``functions`` and ``classes`` open a bullet with
+    their signature (``- `softmax(x, dim=-1)` `` or ``- `class RNNCell(nn.Module)` ``); a class's
+    methods are the signatures with a result in its bullet (``append(key, value) -> ...``);
+    ``handed`` are the torch.nn modules the section names in full (``torch.nn.RNNCell``), those a
+    test may hand to the unit's code."""
+
+    unit: str
+    functions: frozenset[str]
+    classes: dict[str, frozenset[str]]  # class -> its methods
+    handed: frozenset[str]  # torch.nn class names
+
+    @classmethod
+    def parse(cls, unit: str, section: str) -> Api:
+        functions, classes = set(), {}
+        for bullet in re.split(r"^- ", section, flags=re.M)[1:]:
+            head = re.match(r"`(class )?([A-Za-z_]\w*)\(", bullet)
+            if head and head.group(1):
+                classes[head.group(2)] = frozenset(re.findall(r"`([A-Za-z]\w*)\([^`]*\)\s*->", bullet))
+            elif head:
+                functions.add(head.group(2))
+        named = {n: getattr(torch.nn, n, None) for n in re.findall(r"`torch\.nn\.([A-Za-z]\w*)", section)}
+        handed = frozenset(n for n, c in named.items() if isinstance(c, type) and issubclass(c, torch.nn.Module))
+        return cls(unit, frozenset(functions), classes, handed)
+
+    def admit(self, call: Call) -> None:
+        """Raise ValueError, naming what is not this API, unless ``call`` names only what it admits:
+        one of its functions or classes, a method of that class, objects built from its classes or
+        from the torch modules handed in."""
+        target, inner = call.target, (call.args, call.kwargs, call.grad_outputs)
+        if isinstance(target, New):
+            if target.target not in self.classes:
+                raise ValueError(f"the example builds {target.target!r} to call it, and {self.unit}'s classes are "
+                                 f"{_listed(self.classes)}")
+            methods = self.classes[target.target] | READ_OUTS
+            if call.method is not None and call.method not in methods:
+                raise ValueError(f"the example calls the method {call.method!r} of {target.target}, whose methods "
+                                 f"here are {_listed(methods)} (or the object itself)")
+            inner += (target.args, target.kwargs, target.state)
+        elif target not in self.functions | set(self.classes):
+            raise ValueError(f"the example calls {target!r}, which is not in {self.unit}'s API: "
+                             f"{_listed(self.functions | set(self.classes))}")
+        elif call.method is not None:
+            raise ValueError(f"the example calls a method ({call.method!r}) of {target}; only an object has methods")
+        for recipe in _recipes(inner):
+            torch_class = recipe.target.removeprefix("torch.nn.") if recipe.target.startswith("torch.nn.") else None
+            if recipe.target not in self.classes and torch_class not in self.handed:
+                raise ValueError(f"the example builds {recipe.target!r}, which is neither a class of {self.unit} "
+                                 f"({_listed(self.classes)}) nor a torch module its tests hand in "
+                                 f"({_listed(f'torch.nn.{n}' for n in self.handed)})")
+
+
+def _listed(names) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def _recipes(value):
+    """Every object recipe in ``value``, and those in their own arguments and state."""
+    for leaf in leaves_of(value):
+        if isinstance(leaf, New):
+            yield leaf
+            yield from _recipes((leaf.args, leaf.kwargs, leaf.state))
+
+
+def rerun(course: Course, folder: Path, case: dict, api: Api) -> tuple[str, bool]:
+    """(the report, whether the call now gives the expected value). Raises ValueError, before
+    anything runs, for a case that names what ``api`` does not admit."""
     call: Call = case["call"]
+    api.admit(call)
     subject = InProcessSubject(course, folder, isolate=False)
     lines = [f"the call: {cases.describe(call)}", *(f"  {name} =\n{_show(value)}" for name, value in _inputs(call))]
     problem = subject.status(call.unit)
@@ -75,10 +155,12 @@ def _show(value) -> str:
 
 # -- the same case as a script --------------------------------------------------------------------
 
-def snippet(course: Course, case: dict) -> str:
+def snippet(course: Course, case: dict, api: Api) -> str:
     """A Python script that rebuilds the case with the student's own module (the stubs' package,
-    which the installed bundle makes importable from anywhere), and compares."""
+    which the installed bundle makes importable from anywhere), and compares. Raises ValueError
+    for a case that names what ``api`` does not admit."""
     call: Call = case["call"]
+    api.admit(call)
     # The stubs are a package (a unit imports its siblings relatively), importable once the bundle is installed.
     package = ".".join(course.assignments.relative_to(course.root).parts)
     module = f"{package}.{Path(course.units[call.unit].file).stem}"
@@ -87,27 +169,27 @@ def snippet(course: Course, case: dict) -> str:
     names = [call.target] if isinstance(call.target, str) else []
     names += [r.target for r in recipes if not r.target.startswith("torch.nn.")]
     if names:
-        lines.insert(0, f"from {module} import {', '.join(dict.fromkeys(names))}  # your {module.replace('.', '/')}.py")
+        imported = ", ".join(_name(n) for n in dict.fromkeys(names))
+        lines.insert(0, f"from {module} import {imported}  # your {module.replace('.', '/')}.py")
     if any(isinstance(a, New) for a in leaves_of((call.args, call.kwargs))):
         lines += ["def built(obj, state):", "    obj.load_state_dict(state)", "    return obj", ""]
-    lines.append(f"torch.manual_seed({0 if call.seed is None else call.seed})")
+    lines.append(f"torch.manual_seed({0 if call.seed is None else int(call.seed)!r})")
     want_grad = call.grad_outputs is not None
     args = [_literal(a, grad=want_grad) for a in call.args]
-    kwargs = [f"{k}={_literal(v, grad=want_grad)}" for k, v in call.kwargs.items()]
+    kwargs = [f"{_name(k)}={_literal(v, grad=want_grad)}" for k, v in call.kwargs.items()]
     for i, a in enumerate(args):
         lines.append(f"arg{i + 1} = {a}")
     if isinstance(call.target, New):
         recipe = call.target
-        ctor = ", ".join([_literal(a) for a in recipe.args] + [f"{k}={_literal(v)}" for k, v in recipe.kwargs.items()])
-        lines.append(f"obj = {recipe.target}({ctor})")
+        lines.append(f"obj = {_constructor(recipe)}")
         if recipe.state is not None:
             lines.append(f"obj.load_state_dict({_literal(recipe.state)})")
         if call.dtype is not None:
-            lines.append(f"obj = obj.to({call.dtype})")
-        lines.append(f"obj.train({call.train})")
-        fn = f"obj.{call.method}" if call.method else "obj"
+            lines.append(f"obj = obj.to({_literal(call.dtype)})")
+        lines.append(f"obj.train({bool(call.train)!r})")
+        fn = f"obj.{_name(call.method)}" if call.method else "obj"
     else:
-        fn = call.target
+        fn = _name(call.target)
     call_args = ", ".join([f"arg{i + 1}" for i in range(len(args))] + kwargs)
     lines.append(f"out = {fn}({call_args})")
     if want_grad:
@@ -120,9 +202,24 @@ def snippet(course: Course, case: dict) -> str:
     if case["expected"] is not None:
         lines.append(f"expected = {_literal(case['expected'])}")
         lines.append("print(expected)")
-        lines.append(f"torch.testing.assert_close(got, expected, atol={case['atol']!r}, rtol={case['rtol']!r}, "
-                     "check_dtype=False)")
+        lines.append(f"torch.testing.assert_close(got, expected, atol={float(case['atol'])!r}, "
+                     f"rtol={float(case['rtol'])!r}, check_dtype=False)")
     return "\n".join(lines) + "\n"
+
+
+def _name(text: str) -> str:
+    """``text`` where the script writes a name: only a plain Python name, which cannot be more code."""
+    if not (isinstance(text, str) and text.isascii() and text.isidentifier() and not keyword.iskeyword(text)):
+        raise ValueError(f"{text!r} is not a Python name, so the script cannot use it")
+    return text
+
+
+def _constructor(recipe: New) -> str:
+    """``Class(args...)`` of a recipe: the unit's class, or torch.nn's."""
+    rest = recipe.target.removeprefix("torch.nn.")
+    name = _name(rest) if rest == recipe.target else f"torch.nn.{_name(rest)}"
+    ctor = ", ".join([_literal(a) for a in recipe.args] + [f"{_name(k)}={_literal(v)}" for k, v in recipe.kwargs.items()])
+    return f"{name}({ctor})"
 
 
 def _part_expression(part: str | None) -> str:
@@ -131,35 +228,38 @@ def _part_expression(part: str | None) -> str:
     head, _, rest = part.partition("[")
     keys = [k for k in rest.rstrip("]").split("][")] if rest else []
     if head == "output":
-        return "out" + "".join(f"[{k}]" for k in keys)
-    if head == "arg_grads":
+        return "out" + "".join(f"[{int(k)!r}]" if k.isdigit() else f"[{k!r}]" for k in keys)
+    if head == "arg_grads" and keys and keys[0].isdigit():
         return f"arg{int(keys[0]) + 1}.grad"
-    if head == "param_grads":
+    if head == "param_grads" and keys:
         return f"dict(obj.named_parameters())[{keys[0]!r}].grad"
-    return f"out  # {part}"
+    return f"out  # {part!r}"
 
 
 def _literal(value, *, grad: bool = False) -> str:
     def leaf(x):
         if isinstance(x, torch.Tensor):
-            dtype = str(x.dtype)
+            dtype = str(x.dtype)  # torch's own spelling, 'torch.float64'
             if x.device.type == "meta":
-                return f"torch.empty({tuple(x.shape)}, dtype={dtype}, device='meta')"
+                return f"torch.empty({tuple(x.shape)!r}, dtype={dtype}, device='meta')"
             needs = ", requires_grad=True" if grad and x.is_floating_point() else ""
             return f"torch.tensor({_join(map_nested(x.tolist(), _number))}, dtype={dtype}{needs})"
         if isinstance(x, New):
-            ctor = ", ".join([_literal(a) for a in x.args] + [f"{k}={_literal(v)}" for k, v in x.kwargs.items()])
-            built = f"{x.target}({ctor})"
-            return f"built({built}, {_literal(x.state)})" if x.state is not None else built
+            return f"built({_constructor(x)}, {_literal(x.state)})" if x.state is not None else _constructor(x)
         if isinstance(x, torch.dtype):
             return str(x)
+        if isinstance(x, torch.device):
+            return f"torch.device({str(x)!r})"
         return _number(x)
 
     return _join(map_nested(value, leaf))
 
 
 def _number(x) -> str:
-    """A value as Python source; infinities and NaN as float('inf') and float('nan')."""
+    """A plain value as Python source, its repr (infinities and NaN as float('inf') and float('nan')):
+    nothing else has a repr that is surely a literal."""
+    if type(x) not in (int, float, bool, str, type(None)):
+        raise ValueError(f"a {type(x).__name__} has no literal the script could write")
     if isinstance(x, float) and not math.isfinite(x):
         return f"float({str(x)!r})"
     return repr(x)

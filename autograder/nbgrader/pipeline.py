@@ -58,6 +58,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,8 +69,11 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from autograder.authoring import notebook
 from autograder.nbgrader import extract, rescore
 from autograder.core.manifest import Course, load_course
+from autograder.core.safe_text import csv_cell, safe_name
+from autograder.core.uploads import SubmissionError, intake, read_regular
 
 CONFIG = "nbgrader_config.py"
+NOTEBOOK_BYTES = 16 * 1024 * 1024  # one handed-in notebook: its outputs (plots) make it far larger than a unit file
 
 
 class PipelineError(Exception):
@@ -191,30 +195,47 @@ def step_generate(course: Course, course_dir: Path, units: list[str]) -> None:
     print(f"released {', '.join(units)} in {course_dir / 'release'}")
 
 
-def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path) -> list[str]:
-    """INBOX/<student>/**/<unit>.ipynb -> submitted/<student>/<unit>/<unit>.ipynb."""
-    found = []
-    for student_dir in sorted(p for p in inbox.iterdir() if p.is_dir()):
-        for unit in units:
-            matches = sorted(student_dir.rglob(f"{unit}.ipynb"))
-            if not matches:
+def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path) -> tuple[list[str], dict[str, str]]:
+    """INBOX/<student>/**/<unit>.ipynb -> submitted/<student>/<unit>/<unit>.ipynb; returns the
+    "student/unit" collected and {student: status} of the students collected from not at all.
+
+    Each student's folder goes through the intake every delivery path uses
+    (:func:`autograder.core.uploads.intake`, rules in :mod:`autograder.delivery.submissions`):
+    a link is never followed (a notebook linked to the course's own source would otherwise be
+    graded as the student's), and a folder with a link, a special file or two copies of one
+    notebook is not collected; its status is printed, the same text the other paths give."""
+    wanted = {f"{unit}.ipynb": unit for unit in units}
+    found, refused = [], {}
+    # Folders, and links to be refused: a link to a folder is no student's folder to read.
+    students = sorted(p for p in inbox.iterdir() if p.is_symlink() or p.is_dir())
+    with tempfile.TemporaryDirectory(prefix="attn-collect-") as tmp:
+        for i, student_dir in enumerate(students):
+            student, taken_to = student_dir.name, Path(tmp) / f"{i:05d}"
+            try:
+                taken = intake(student_dir, taken_to, wanted, max_bytes=NOTEBOOK_BYTES)
+            except SubmissionError as error:
+                refused[student] = str(error)
+                print(f"not collected: {safe_name(student)}: {error}")
                 continue
-            target = course_dir / "submitted" / student_dir.name / unit / f"{unit}.ipynb"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(matches[0], target)
-            (target.parent / "timestamp.txt").write_text(_timestamp(matches[0]), encoding="utf-8")
-            found.append(f"{student_dir.name}/{unit}")
-    print(f"collected {len(found)} notebooks from {inbox}")
-    return found
+            for name, origin in taken.items():
+                target = course_dir / "submitted" / student / wanted[name] / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(taken_to / name, target)
+                (target.parent / "timestamp.txt").write_text(_timestamp(origin or target), encoding="utf-8")
+                found.append(f"{student}/{wanted[name]}")
+    print(f"collected {len(found)} notebooks from {inbox}"
+          + (f"; {len(refused)} students not collected (above)" if refused else ""))
+    return found, refused
 
 
 def _timestamp(notebook: Path) -> str:
     """When it was handed in, for nbgrader's late penalties: a ``timestamp.txt`` beside the
-    notebook in the inbox (nbgrader's exchange writes one), else the notebook's modification time."""
-    given = notebook.parent / "timestamp.txt"
-    if given.is_file():
-        return given.read_text(encoding="utf-8").strip()[:64]
-    when = datetime.datetime.fromtimestamp(notebook.stat().st_mtime, datetime.timezone.utc)
+    notebook in the inbox (nbgrader's exchange writes one; read as the intake reads, never
+    through a link, at most 64 bytes), else the notebook's modification time."""
+    given = read_regular(notebook.parent / "timestamp.txt", 64)
+    if given is not None:
+        return given.decode("utf-8", "replace").strip()
+    when = datetime.datetime.fromtimestamp(notebook.lstat().st_mtime, datetime.timezone.utc)
     return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
@@ -404,7 +425,8 @@ def _status(course_dir: Path, student: str, unit: str) -> str:
 
 def add_status(course_dir: Path, csv_path: Path) -> None:
     """Add a ``status`` column to nbgrader's CSV, and a row (score 0) for every submitted
-    notebook nbgrader could not grade at all, so a corrupt upload is an entry, not a log line."""
+    notebook nbgrader could not grade at all, so a corrupt upload is an entry, not a log line;
+    every text cell is written through :func:`~autograder.core.safe_text.csv_cell`."""
     with csv_path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     fields = list(rows[0]) if rows else ["assignment", "student_id", "score", "max_score"]
@@ -420,7 +442,8 @@ def add_status(course_dir: Path, csv_path: Path) -> None:
     with csv_path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*fields, "status"])
         writer.writeheader()
-        writer.writerows(rows)
+        # A student id is an inbox folder's name, which the student may have chosen: never a formula.
+        writer.writerows({k: csv_cell(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows)
 
 
 # -- command line -------------------------------------------------------------------------

@@ -11,10 +11,30 @@ crash, exit, run out of memory, flood its output, stop reading, send
 garbage) becomes a :class:`~autograder.core.subject.StudentError` for that call,
 after which a fresh worker serves the next one.
 
-Time is bounded three ways: per call (``timeout``), per test
-(:data:`TEST_BUDGET`) and per unit of a submission (:data:`UNIT_BUDGET`);
-past a budget the remaining calls fail at once with "time budget exhausted".
-Requests reach a worker within :data:`WRITE_LIMIT` seconds or it is stopped.
+Time is bounded per call (``timeout``, 10 s by default), per test
+(:data:`TEST_BUDGET`), per unit of a submission (:data:`UNIT_BUDGET`) and by
+a unit's calls that hit the call limit: past a budget, or after
+:data:`~autograder.core.subject.TIMEOUTS_PER_UNIT` (two) such calls in one unit,
+that test's or unit's remaining calls fail at once with "time budget
+exhausted" ("... an endless loop?", naming the first call that timed out, in
+the second case). Requests reach a worker within :data:`WRITE_LIMIT` seconds
+or it is stopped.
+
+The two-time-outs rule is what makes an endless loop, the commonest student
+bug, cheap: it costs a unit two call limits, each with the kill grace when the
+loop swallows the interruption (2 x 12 s by default), where it used to cost one
+per test until the unit's budget ran out (over 300 s). One time-out is not
+enough to stop a unit: a single call can be slow on a loaded machine or on one
+large input. The rule is :class:`~autograder.core.subject.Timeouts`, shared
+with the in-process subject so both modes fail the same calls; here the host
+keeps the count (a worker killed over its limit forgets its own), and a call
+counts when it failed with a time-out after at least ``timeout`` seconds (an
+instant "earlier in this test" does not). Slow code that never hits the call
+limit is bounded by the budgets alone, 60 s per unit: the honest units use at
+most 2.7 s of it (solutions/ and tests/alternatives/: 1.2 to 1.5 s to start the
+worker and import the unit, at most 1.1 s in calls), and a correct unit 2 made
+30 ms slower in each of its 684 softmax calls (25 s to grade, 10 times the
+reference) keeps full marks (tests/project/test_budgets.py).
 
 One zygote process per grading run imports torch once and forks each worker
 in milliseconds (about 30 ms to start one, 12 ms to stop it here), so
@@ -40,7 +60,9 @@ from autograder.core import redact
 from autograder.core.forbidden import STAND_INS
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
+from autograder.core.subject import Timeouts
 from autograder.core.uploads import SubmissionError, walk
+from autograder.sandbox import ipc
 from autograder.sandbox.inside import transport
 from autograder.sandbox.inside.limits import rlimits
 from autograder.sandbox.zygote import (
@@ -52,8 +74,9 @@ KEEP_OUTPUT = 64 << 10  # bytes of a test's stdout/stderr kept
 FLOOD = 4 << 20  # bytes a test may print before its worker is stopped
 MAX_FILE, MAX_COPY = 16 << 20, 48 << 20  # what is copied from a submission (the box holds 64 MiB)
 SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
-# Time budgets, beyond the per-call timeout: what one test, and one unit of one submission, may take.
-TEST_BUDGET, UNIT_BUDGET = 30.0, 300.0
+# Time budgets, beyond the per-call timeout: what one test, and one unit of one submission, may take
+# (its calls and its import; an honest unit takes at most 2.7 s of the 60).
+TEST_BUDGET, UNIT_BUDGET = 30.0, 60.0
 WORKER_MEMORY = 2 << 30  # a worker's memory cgroup (memfds and tmpfs files count too)
 WRITE_LIMIT = 10.0  # seconds a request may take to reach a worker
 
@@ -141,6 +164,7 @@ class SandboxSubject:
         self._crashes = 0
         self._used_test = 0.0
         self._used_unit: dict[str, float] = {name: 0.0 for name in course.units}
+        self._timeouts = Timeouts(timeout)
         self._worker = None  # (id, req_w, rep_r, out_r)
         self._worker_unit: str | None = None
         self._cgroups: Cgroups | None = None
@@ -207,15 +231,22 @@ class SandboxSubject:
             return StudentError(kind, f"{reason} earlier in this test")
         started = time.monotonic()
         try:
-            return self._exchange(call)
+            out = self._exchange(call)
         finally:
-            self._spend(call.unit, time.monotonic() - started)
+            elapsed = time.monotonic() - started
+            self._spend(call.unit, elapsed)
+        # Interrupted by the worker or killed past the grace: either way the call used up its limit.
+        if isinstance(out, StudentError) and out.kind == Failure.TIMEOUT and elapsed >= self.timeout:
+            self._timeouts.record(call, out.where)
+        return out
 
     # -- budgets -------------------------------------------------------------------
     def _left(self, unit: str) -> float:
         return min(self.test_budget - self._used_test, self.unit_budget - self._used_unit[unit])
 
     def _exhausted(self, unit: str) -> str | None:
+        if endless := self._timeouts.exhausted(unit):
+            return endless
         if self._used_unit[unit] >= self.unit_budget:
             return f"time budget exhausted: {self.unit_budget:g} s for this unit"
         if self._used_test >= self.test_budget:
@@ -272,9 +303,18 @@ class SandboxSubject:
             self._cpu = CpuLease()
             cgroup_fds = self._cgroups.join_fds()
             box = pool.inside(self._box)
+            limits = rlimits(self.cpu_limit, self.uid is not None)
+            # Without namespaces, what the worker's uid leaves in the host's IPC namespace and /dev/shm is
+            # removed once it has ended (sandbox/ipc.py): all of a leased uid's, else only what is new.
+            self._ipc = None
+            if pool.mode != "full":
+                uid = os.geteuid() if self.uid is None else self.uid
+                self._ipc = (uid, ipc.snapshot(uid) if self.uid is None else frozenset())
+                if not ipc.queues_visible():
+                    limits["RLIMIT_MSGQUEUE"] = 0  # queues that could not be listed, to remove: none at all
             spawn = {"unit": unit, "box": str(INSIDE / "box") if pool.mode == "full" else box, "source": box,
                      "unit_dir": pool.inside(self._unit_dir), "uid": self.uid, "isolate": self.isolate,
-                     "timeout": self.timeout, "limits": rlimits(self.cpu_limit, self.uid is not None),
+                     "timeout": self.timeout, "limits": limits,
                      "cpu": self._cpu.cpu,
                      # This subject's course's (one zygote serves every course object of a root).
                      "rules": dataclasses.asdict(self.course.rules) if self.course.rules else None}
@@ -313,6 +353,8 @@ class SandboxSubject:
             self._cgroups = None
         if self.uid is not None:
             kill_uid(self.uid)
+        if self._ipc is not None:  # once its processes are killed (above), what they made goes
+            ipc.remove(*self._ipc)
         for fd in (req_w, rep_r, out_r):
             try:
                 os.close(fd)

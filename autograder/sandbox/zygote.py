@@ -34,7 +34,7 @@ import weakref
 from pathlib import Path
 
 from autograder.core.manifest import Course
-from autograder.sandbox import visible
+from autograder.sandbox import ipc, visible
 from autograder.sandbox.inside import landlock
 from autograder.sandbox.inside.procs import live_processes
 
@@ -315,7 +315,8 @@ class UidLease:
             if fd is None:
                 continue
             self.uid, self._fd = uid, fd
-            kill_uid(uid)  # left over from a grader that died
+            kill_uid(uid)  # left over from a grader that died, with its IPC objects
+            ipc.remove(uid)
             return
         raise SandboxError("no free worker uid")
 

@@ -63,19 +63,19 @@ def test_no_upload_stops_or_poisons_the_batch(tmp_path):
     carol_record = json.loads((out / "students" / "carol.json").read_text())
     assert possible == carol_record["result"]["units"]["attention"]["max_score"] > 0
     # Every honest classmate is graded on their own code, full marks.
-    for name in (*honest, zed, alice, "report.json", "sparse_file"):
+    for name in (*honest, "report.json", "sparse_file"):
         assert book[name][1] == "graded" and float(book[name][2]) == possible, (name, book[name])
     assert 0 < float(book["bob"][2]) < possible
-    # The clashing uploads are graded too, under their own names, on their own code.
-    assert book[zed_zip][1] == "graded" and float(book[zed_zip][2]) == 0
-    assert book[alice_zip][1] == "graded" and float(book[alice_zip][2]) < possible
-    assert "share the name 'zed'" in proc.stderr and "share the name 'alice'" in proc.stderr
-    clashes = json.loads((out / "summary.json").read_text())["name_clashes"]
-    assert {c["name"] for c in clashes} == {"zed", "alice"}
+    # A name is an identity: uploads that share one are refused, both, until the instructor maps them.
+    for name, uploads_of in ((zed, {zed, zed_zip}), (alice, {alice, alice_zip})):
+        assert book[name][1].startswith("name clash") and float(book[name][2]) == 0, book[name]
+        assert f"share the name {name!r}" in proc.stderr
+    refused = json.loads((out / "summary.json").read_text())["names_refused"]
+    assert {r["name"]: set(r["uploads"]) for r in refused} == {zed: {zed, zed_zip}, alice: {alice, alice_zip}}
     # The hostile uploads cost only themselves, with a status that says why.
     assert "nested more than" in book["deep_zip"][1] and "nested more than" in book["deep_folder"][1]
     assert float(book["decode_crash"][2]) == 0
-    assert set(book) == {"student", "Points Possible", "bob", "carol", *hostile, zed, zed_zip, alice, alice_zip}
+    assert set(book) == {"student", "Points Possible", "bob", "carol", *hostile, zed, alice}
     # Nothing a student or instructor receives names a temporary folder.
     for record in (out / "students").iterdir():
         text = record.read_text(encoding="utf-8")
@@ -313,3 +313,33 @@ def test_points_possible_holds_when_nobody_was_gradable(tmp_path):
     assert "not a readable zip" in book["dave"][1]
     graded = grade_json([ROOT / "solutions"], ["attention"], "--no-sandbox")[0]
     assert float(book["Points Possible"][2]) == graded["units"]["attention"]["max_score"] > 0
+
+
+def test_names_are_identities_that_no_upload_can_borrow(tmp_path):
+    """Issue 43: a folder named after a classmate's upload, after the gradebook's own row or as a
+    formula takes nothing; the instructor's --map settles a clash; Canvas rows come from the roster."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    alice, alice_zip = uploads.make_over_alice(ROOT, subs)  # alice/ is honest, alice.zip is not
+    _honest(subs, "Points Possible")
+    formula = _honest(subs, '=HYPERLINK("evil.example","64")')
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([["folder", "ID", "SIS User ID"], ["alice", "1001", "s1"], [formula, "1002", "s2"]])
+    _batch(subs, out, "--csv", "canvas", "--roster", str(roster))
+    rows = list(csv.reader((out / "gradebook.csv").open(encoding="utf-8")))
+    assert [row[0] for row in rows] == ["Student", "Points Possible", "alice", "'" + formula]
+    assert rows[2][1] == "1001" and float(rows[2][5]) == 0, "a clash gives alice's row no one's score"
+    assert float(rows[3][5]) == float(rows[1][5]) > 0, "the formula folder is graded, its name made inert"
+    summary = json.loads((out / "summary.json").read_text())
+    refused = {r["name"]: r["reason"] for r in summary["names_refused"]}
+    assert refused.keys() == {"alice", "Points Possible"} and "--map" in refused["alice"]
+    assert summary["not_on_roster"] == ["Points Possible"]
+    # The instructor maps each upload to its owner: alice's own folder is graded as hers.
+    mapping = tmp_path / "map.csv"
+    mapping.write_text(f"upload,student\n{alice},alice\n{alice_zip},mallory\nPoints Possible,pat\n", encoding="utf-8")
+    _batch(subs, out, "--map", str(mapping))
+    book = _book(out)
+    assert float(book["alice"][2]) == float(book["Points Possible"][2]) > 0
+    assert float(book["mallory"][2]) < float(book["alice"][2]) and book["pat"][1] == "graded"
+    assert sum(row[0] == "Points Possible" for row in csv.reader((out / "gradebook.csv").open(encoding="utf-8"))) == 1

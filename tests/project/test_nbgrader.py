@@ -6,7 +6,9 @@ release) in every unit; in attention only, buggy (a realistic bug), cheat (who
 patches ``torch.allclose`` and tampers with locked test cells and with the
 written answers' cells, and hands in a kernel killer in a second unit) and erin
 (honest work, a scratch cell that never ends, and a cell that attacks the grader
-and a classmate); zoe, a corrupt upload. Then ``attn-course nbgrader`` collects,
+and a classmate); hana, whose softmax raises every hostile string of
+tests/hostile/text/strings.py at once (issue 43: one student's text must not stop the class);
+zoe, a corrupt upload. Then ``attn-course nbgrader`` collects,
 autogrades (the trusted grade, then nbgrader executing no notebook), generates
 feedback and exports the CSV. Last, a plain ``nbgrader autograde``, which executes
 notebooks in the sandboxed kernel, runs erin's notebook in a copy of that course.
@@ -55,6 +57,12 @@ CHEAT = "torch.allclose = lambda *a, **k: True  # the cheat: every comparison in
 CODE_ANSWER = "print('my written answer, as code: a grade cell that runs without an error')"
 KILLER_UNIT = next((u for u in UNITS if u != "attention"), None)  # where the cheat hands in a kernel killer
 CELL_TIMEOUT = 10  # seconds per cell in the plain nbgrader run (the course default is in course/nbgrader_config.py)
+sys.path.insert(0, str(ROOT / "tests" / "hostile" / "text"))
+from strings import HOSTILE  # noqa: E402
+
+# hana's softmax: every hostile string but the longest, which only makes her notebook large.
+HOSTILE_SOFTMAX = f"MESSAGE = {' '.join(v for k, v in HOSTILE.items() if k != 'long')!r}\n\n\n" \
+                  "def softmax(x, dim=-1):\n    raise ValueError(MESSAGE)\n"
 SCRATCH = "import time\nwhile True:  # my scratch cell, waiting for a result that never comes\n    time.sleep(0.1)"
 
 pytestmark = pytest.mark.xdist_group("nbgrader")
@@ -199,8 +207,11 @@ def make_students(course_dir: Path, inbox: Path, attacked: Path) -> None:
                                   "metadata": {}, "outputs": [], "source": SCRATCH})
             erin["cells"].append({"cell_type": "code", "execution_count": None, "id": "attack", "metadata": {},
                                   "outputs": [], "source": ATTACK.replace("COURSE_DIR", repr(str(attacked)))})
+        hana = copy.deepcopy(good) if unit == "attention" else None
+        if unit == "attention":
+            answer_cell(hana, "attention-softmax")["source"] = HOSTILE_SOFTMAX
         for student, nb in (("good", good), ("stubs", copy.deepcopy(release)), ("buggy", buggy), ("cheat", cheat),
-                            ("erin", erin)):
+                            ("erin", erin), ("hana", hana)):
             if not handed_in(student, unit):
                 continue
             target = inbox / student / f"{unit}.ipynb"
@@ -467,6 +478,19 @@ def test_feedback_holds_no_hidden_test_source(graded):
             assert leaks == [], (student, unit, leaks[:3])
     buggy = (graded["dir"] / "feedback" / "buggy" / "attention" / "attention.html").read_text(encoding="utf-8")
     assert "FAILED" in buggy and "sqrt(d_k)" in buggy  # the failed property and its hint reach the student
+
+
+def test_hostile_text_costs_only_its_author(graded):
+    """hana's messages hold a lone surrogate, HTML, formulas and control characters: the class is
+    graded, her softmax properties fail, and her feedback shows her tags as text."""
+    score, maximum = csv_score(graded, "hana", "attention")
+    assert score < maximum - manual_points("attention")
+    assert csv_score(graded, "good", "attention")[0] == graded["cli"]["good"]["units"]["attention"]["max_score"]
+    page = (graded["dir"] / "feedback" / "hana" / "attention" / "attention.html").read_text(encoding="utf-8")
+    assert "<h1 style=" not in page and "&lt;h1 style=" in page and "\ufffd" in page
+    with open(graded["dir"].parent / "grades.csv", newline="", encoding="utf-8") as handle:
+        cells = [cell for row in csv.reader(handle) for cell in row]
+    assert not [c for c in cells if c.startswith(("=", "+", "-", "@"))]
 
 
 def test_tampered_cells_are_restored(graded):

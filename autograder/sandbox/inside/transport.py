@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import select
 import struct
 import time
@@ -426,6 +427,7 @@ def _set_fields(obj, defaults: dict) -> dict:
 
 
 _CALL_DEFAULTS, _RESULT_DEFAULTS = _defaults(Call), _defaults(Result)
+_MUTATED, _MAX_INPUTS = re.compile(r"input [1-9][0-9]{0,3}"), 1000
 _CALL_FIELDS, _RESULT_FIELDS = frozenset(Call.__dataclass_fields__), frozenset(Result.__dataclass_fields__)
 
 
@@ -452,7 +454,9 @@ def result_from(values: dict) -> Result:
         raise ProtocolError("malformed gradients in a result")
     if not (r.state is None or type(r.state) is dict) or not (r.buffers is None or type(r.buffers) is dict):
         raise ProtocolError("malformed state in a result")
-    if type(r.mutated) is not list or not all(type(m) is str for m in r.mutated):
+    # Only the engine's own wording ("input 3") may reach a report: the worker chooses these strings.
+    if type(r.mutated) is not list or len(r.mutated) > _MAX_INPUTS or not all(
+            type(m) is str and _MUTATED.fullmatch(m) for m in r.mutated):
         raise ProtocolError("malformed list of modified inputs")
     if not (r.largest is None or type(r.largest) is int):
         raise ProtocolError("malformed tensor size in a result")

@@ -22,7 +22,9 @@ package (no solutions, no tests, no course data). It is started by
 * **container** and **plain** modes: no namespaces; the zygote runs as the
   grader does, workers switch uid where root allows (container) and, where
   the kernel has Landlock, restrict themselves to what full mode would show
-  (``landlock.py``).
+  (``landlock.py``). What a worker's uid leaves in the host's IPC namespace
+  and /dev/shm is removed by the grader once the worker has ended
+  (``autograder/sandbox/ipc.py``, outside the box).
 
 The zygote (trusted code only; it never imports student code nor reads a
 stand-in) imports torch once, then serves spawn requests from the trusted
@@ -34,10 +36,12 @@ killed when it closes; the zygote ends when the first connection closes.
 
 Each worker is forked from the zygote. In full mode it gets its own PID,
 mount and IPC namespaces (once it ends, the zygote ends the namespace's
-init, and with it every process the worker started; SysV objects die with
-it), a size-capped tmpfs for its box (a copy of its submission), /tmp and
-/dev/shm, and sees only its own unit's folder of stand-ins (the units that
-unit depends on, never the unit's own) and none of the other submissions.
+init, and with it every process the worker started; its System V objects
+and POSIX message queues end with its IPC namespace), a size-capped tmpfs
+for its box (a copy of its submission), /tmp and /dev/shm (where POSIX
+shared memory and named semaphores live: they end with it), and sees only
+its own unit's folder of stand-ins (the units that unit depends on, never
+the unit's own) and none of the other submissions.
 It joins its cgroups, drops to its uid, sets resource limits, and serves
 Calls for its one unit with an :class:`~autograder.core.subject.InProcessSubject`.
 """
