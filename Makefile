@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser fonts vendor demo plots test test-full build clean gpu-check
+.PHONY: install browser fonts vendor demo plots test test-full test-quick lint build clean gpu-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,19 @@ test: install browser fonts vendor
 # tests/project/test_mutants.py says which).
 test-full: install browser fonts vendor
 	AUTOGRADER_TEST_FULL=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
+
+# ruff, configured in pyproject.toml ([tool.ruff]): pyflakes and pycodestyle's errors and warnings.
+lint: install
+	$(BIN)/ruff check .
+
+# The edit loop, under 3 minutes: the engine's layers and session rule, the unit registry, the
+# stubs and notebooks against solutions/, the page-to-property trace, the class report, and the
+# hints' own rules (without the catalogue). `make test` runs everything.
+QUICK := tests/project/test_layers.py tests/project/test_registry.py tests/project/test_stubs.py \
+         tests/project/test_trace.py tests/project/test_class_report.py tests/project/test_hints.py
+test-quick: install
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(wildcard $(QUICK)) \
+	  -k "not fire_on and not fires_on" || [ $$? -eq 5 ]
 
 # CUDA parity of every unit on the reference and two device mutants; says so and exits 0 without CUDA.
 gpu-check: install

@@ -1,1 +1,3 @@
-"""Reference solutions: the single source of the course code (stubs are generated from here)."""
+"""Your work: one module per unit, for you to write. Fill in every TODO; the docstrings give the
+shapes. Generated from the course's reference by its `build`: instructors edit the reference,
+never these files."""

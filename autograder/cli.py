@@ -32,11 +32,14 @@ from autograder.core.results import GradeResult, TestResult, UnitResult
 from autograder.core.shutdown import exit_code
 from autograder.delivery import classroom
 from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
-from autograder.delivery.formats import read_roster, to_junit, to_markdown
+from autograder.delivery.formats import (LMS_LAYOUTS, lms_columns, lms_gradebook, lms_settings, read_lms_roster,
+                                         records_from_nbgrader_csv, to_junit, to_markdown,
+                                         unmatched_csv)
 from autograder.delivery.submissions import NothingFound, SubmissionError, collect
-from autograder.grading import forking, parallel
+from autograder.grading import parallel
 from autograder.grading.errors import GraderError
 from autograder.grading.report import print_results
+from autograder.grading.session import GradingSession
 
 FORMATS = ("table", "json", "junit", "markdown", "classroom")
 
@@ -60,7 +63,7 @@ EXIT_CODES: list[tuple[type[BaseException], int, str]] = [
 ]
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
+def _parser(prog: str, course_commands: dict[str, Path] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -74,15 +77,32 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     batch.add_argument("-j", "--jobs", type=int, default=1, help="parallel grader processes")
     batch.add_argument("--unit", action="append", dest="units", metavar="UNIT")
     batch.add_argument("--no-progress", dest="progress", action="store_false")
-    batch.add_argument("--csv", choices=("default", "canvas"), default="default",
-                       help="gradebook.csv layout: canvas writes Canvas's gradebook import columns")
+    batch.add_argument("--csv", choices=("default", *LMS_LAYOUTS), default="default",
+                       help="gradebook.csv layout: canvas or moodle fill in the LMS's own gradebook export (--roster)")
     batch.add_argument("--roster", type=Path, metavar="FILE",
-                       help="canvas: CSV with a 'folder' column and Canvas's Student, ID, SIS User ID, SIS Login ID, Section")
+                       help="canvas: Canvas's gradebook export (Grades > Export); moodle: Moodle's grade export as a "
+                            "plain text file, or a CSV with the column [lms] moodle_identifier names")
     batch.add_argument("--map", type=Path, metavar="FILE", dest="mapping",
                        help="CSV with 'upload' and 'student' columns: whose each upload is (names that clash are "
                             "refused until mapped)")
     batch.add_argument("--student-budget", type=float, default=STUDENT_BUDGET, metavar="SECONDS",
                        help=f"wall-clock seconds per student before a grader process is killed (default {STUDENT_BUDGET:g})")
+
+    lms = sub.add_parser("lms", help="an LMS gradebook (its own export, filled in) from the nbgrader pipeline's export")
+    lms.add_argument("layout", choices=LMS_LAYOUTS)
+    lms.add_argument("grades", type=Path, help="the CSV that `nbgrader export` wrote")
+    lms.add_argument("--roster", type=Path, required=True, metavar="FILE",
+                     help="the LMS's gradebook export (as for grade-batch --csv)")
+    lms.add_argument("-o", "--output", type=Path, required=True,
+                     help="the gradebook to import; the uploads it has no row for go to unmatched.csv beside it")
+    lms.add_argument("--unit", action="append", dest="units", metavar="UNIT")
+
+    report = sub.add_parser("class-report", help="what a class failed most, from its results (any platform's)")
+    report.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="results: Gradescope's or PrairieLearn's results.json files, grade's JSON, a batch's "
+                             "output folder (folders are searched for *.json)")
+    report.add_argument("-o", "--output", type=Path, required=True,
+                        help="folder for class_report.md, class_report.png and class_report.json")
 
     release = sub.add_parser("release", help="write the student bundle (no solutions, no hidden tests)")
     release.add_argument("out", type=Path)
@@ -125,7 +145,20 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     repro.add_argument("--example", required=True, metavar="JSON", help="the case, as the failure message gives it")
     repro.add_argument("--path", type=Path, help="your folder (default: assignments/)")
     repro.add_argument("--snippet", action="store_true", help="print a Python script that rebuilds the case instead")
+    for name, path in (course_commands or {}).items():  # listed for --help; _main runs them before parsing
+        sub.add_parser(name, add_help=False, help=f"{_first_line(path)} (`{prog} {name} --help` for its options)")
     return parser
+
+
+def _first_line(path: Path) -> str:
+    """The first line of a course command file's docstring (read, not run)."""
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except (OSError, SyntaxError, ValueError):
+        doc = ""
+    return doc.strip().splitlines()[0].rstrip(".") if doc.strip() else f"the course's {path.name}"
 
 
 # -- the commands: each takes the course and its parsed arguments, returns an exit code ----------
@@ -142,7 +175,16 @@ def _build(course: Course, args) -> int:
     return 0
 
 
+def _need_hidden_tests(course: Course) -> None:
+    """Grading runs the hidden suites: where they are absent (a student's bundle) say so, not pytest."""
+    if not course.hidden_tests.is_dir():
+        raise UsageError(f"no hidden tests here ({course.hidden_tests.relative_to(course.root).as_posix()}/ is "
+                         f"the instructor's): grades come from the course's grader; `{course.brand.command} check` "
+                         "runs the public tests on your work")
+
+
 def _grade(course: Course, args) -> int:
+    _need_hidden_tests(course)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     return _grade_folders(course, args, args.paths, intake=True, seed=args.seed, sandbox=args.sandbox,
@@ -240,48 +282,34 @@ def _grade_all(course: Course, args, folders: list[Path], units: list[str], jobs
     if not folders:
         return []  # every folder refused: no grader to start
     jobs = min(parallel.usable_cpus() if jobs is None else jobs, len(units))
-    if jobs > 1:
-        pool = _prestart(course) if options.get("sandbox") else None  # one zygote for all the groups
-        try:
-            return parallel.grade_in_groups(course, folders, units, jobs, options, pool)
-        finally:
-            if pool is not None:
-                pool.release()
-    return _grade_here(course, folders, args.units, options)
-
-
-def _grade_here(course: Course, folders: list[Path], units: list[str] | None, options: dict):
-    pool = _prestart(course) if options.get("sandbox") else None
-    try:
-        grade = forking.import_grader()  # torch, pytest, hypothesis: after the zygote starts
-        return grade(course, folders, units=units, **options)
-    finally:
-        if pool is not None:
-            pool.release()
-
-
-def _prestart(course: Course):
-    """The sandbox's zygote, started before grading imports anything heavy (its torch import overlaps ours)."""
-    from autograder.sandbox.zygote import prestart
-
-    try:
-        pool = prestart(course)
-    except OSError as error:
-        raise GraderError(f"the sandbox could not start: {error}") from None
-    if pool.warning:  # a mode that hides less than full isolation says so, loudly
-        print(f"{course.brand.command}: WARNING: {pool.warning}", file=sys.stderr)
-    return pool
+    options = dict(options)
+    sandbox = options.pop("sandbox", True)
+    with GradingSession(course, sandbox=sandbox) as session:
+        if jobs > 1:  # one zygote for all the groups
+            return parallel.grade_in_groups(course, folders, units, jobs, {**options, "sandbox": sandbox},
+                                            session.pool)
+        return session.grade(folders, args.units, **options)
 
 
 def _batch(course: Course, args) -> int:
     from autograder.delivery.batch import grade_batch, read_mapping
 
+    _need_hidden_tests(course)
     if not args.submissions.is_dir():
         raise UsageError(f"no such folder: {args.submissions}")
+    if args.csv in LMS_LAYOUTS and not args.roster:
+        raise UsageError(f"--csv {args.csv} needs --roster: the LMS's own gradebook export")
+    if args.roster and args.csv not in LMS_LAYOUTS:
+        raise UsageError(f"--roster is an LMS's gradebook export: it goes with --csv {' or '.join(LMS_LAYOUTS)}")
     try:
-        roster = read_roster(args.roster) if args.roster else None
+        roster = read_lms_roster(args.csv, args.roster) if args.roster else None
     except (OSError, ValueError, UnicodeDecodeError) as error:
         raise UsageError(f"the roster cannot be read: {error}") from None
+    if args.csv in LMS_LAYOUTS:  # every unit finds its column in the roster before anything is graded
+        try:
+            lms_columns(args.csv, roster, [u.name for u in course.select(args.units)], lms_settings(course))
+        except ValueError as error:
+            raise UsageError(f"no {args.csv} gradebook from this roster: {error}") from None
     try:
         mapping = read_mapping(args.mapping) if args.mapping else None
     except (OSError, ValueError, UnicodeDecodeError) as error:
@@ -289,8 +317,28 @@ def _batch(course: Course, args) -> int:
     summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
                           show_progress=args.progress, student_budget=args.student_budget,
                           gradebook=args.csv, roster=roster, mapping=mapping)
+    # Late work is priced by course.toml's [late] and each unit's due (autograder/core/lateness.py).
+    late = f", {summary['late']} handed in late" if summary.get("late") else ""
     print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
-          f"gradable); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
+          f"gradable{late}); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
+    return 0
+
+
+def _lms(course: Course, args) -> int:
+    try:
+        names, possible, records = records_from_nbgrader_csv(args.grades)
+        units = [u.name for u in course.select(args.units) if u.name in names]
+        book = lms_gradebook(args.layout, units, possible, records, read_lms_roster(args.layout, args.roster),
+                             lms_settings(course))
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise UsageError(str(error)) from None
+    args.output.write_text(book.text, encoding="utf-8")
+    unmatched = args.output.with_name("unmatched.csv")
+    unmatched.write_text(unmatched_csv(units, book.unmatched), encoding="utf-8")
+    for warning in book.warnings:
+        print(f"check: {warning}")
+    print(f"wrote {args.output} ({', '.join(book.columns.values())}); {len(book.unmatched)} not on the roster: "
+          f"see {unmatched}")
     return 0
 
 
@@ -319,8 +367,22 @@ def _export(course: Course, args) -> int:
     return 0
 
 
-COMMANDS = {"build": _build, "grade": _grade, "check": _check, "grade-batch": _batch,
-            "release": _release, "export": _export, "repro": _repro}
+def _class_report(course: Course, args) -> int:
+    from autograder.delivery import class_report
+
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {', '.join(missing)}")
+    records, not_graded = class_report.read(args.paths)
+    if not records and not not_graded:
+        raise UsageError("no results found (results.json files, grade's JSON or a batch's student files)")
+    stats = class_report.write(args.output, records, not_graded=not_graded)
+    print(f"{stats['students']} students ({stats['not_graded']} not graded): {args.output / 'class_report.md'}")
+    return 0
+
+
+COMMANDS = {"build": _build, "grade": _grade, "check": _check, "grade-batch": _batch, "class-report": _class_report,
+            "release": _release, "lms": _lms, "export": _export, "repro": _repro}
 
 
 # -- reports ------------------------------------------------------------------------------------
@@ -388,7 +450,7 @@ def _main(argv: list[str]) -> int:
         return nbgrader_main(argv[1:])
     if argv and argv[0] in course.commands:
         return _course_command(course, argv[0], argv[1:])
-    args = _parser(course.brand.command).parse_args(argv)
+    args = _parser(course.brand.command, {n: course.root / f for n, f in course.commands.items()}).parse_args(argv)
     try:
         return COMMANDS[args.command](course, args)
     except tuple(error for error, _, _ in EXIT_CODES) as error:

@@ -237,7 +237,8 @@ def render_html(tokens: list[str], weights, **options) -> str:
 
 def pronoun_model_weights(sentences: list[str], source: str = "solutions", steps: int | None = None):
     """Each sentence's words and the pronoun model's weights (H, L, L) on them, and the model: the
-    shipped weights, or trained ``steps`` steps, in ``source``'s MultiHeadAttention. Raises
+    shipped weights, or trained ``steps`` steps, in ``source``'s MultiHeadAttention; and where that
+    code came from (``solutions``, or in a student's bundle ``assignments``, or the folder). Raises
     UnitNotImplemented while that unit (or its attention.py) is a stub."""
     from course.demos import load_units
     from course.demos._common import stubs_named
@@ -250,7 +251,7 @@ def pronoun_model_weights(sentences: list[str], source: str = "solutions", steps
     units = load_units(source)
     with stubs_named(units):
         trained = shipped_model(units) if steps is None else train_pronoun_model(units, steps=steps)
-        return [(w, attention_for(w, trained)) for w in words], trained
+        return [(w, attention_for(w, trained)) for w in words], trained, units.source
 
 
 def _load_weights(path: Path, tokens: list[str] | None):
@@ -270,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the sentences (default: the lessons' two, where 它 means 苹果 and he means John)")
     parser.add_argument("-o", "--output", type=Path, default=Path("attention.html"))
     parser.add_argument("--source", default="solutions",
-                        help="where the pronoun model's MultiHeadAttention comes from: solutions or your folder")
+                        help="where the pronoun model's MultiHeadAttention comes from: solutions (where there "
+                             "are none, as in a student's bundle, assignments/) or your folder")
     parser.add_argument("--weights", type=Path, help="your own weights (.json or a torch.save'd tensor)")
     parser.add_argument("--steps", type=int,
                         help="train the pronoun model for N steps instead of loading its shipped weights")
@@ -289,9 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from course.demos.pronoun_model import SEEDS
 
-            sentences, trained = pronoun_model_weights(args.sentences or list(SEEDS), args.source, args.steps)
+            sentences, trained, code = pronoun_model_weights(args.sentences or list(SEEDS), args.source, args.steps)
             origin = "its shipped weights" if args.steps is None else "trained just now"
-            title = f"Pronoun model, MultiHeadAttention from {args.source}, {origin} ({trained.steps} steps)"
+            title = f"Pronoun model, MultiHeadAttention from {code}, {origin} ({trained.steps} steps)"
             note = (f"It was trained only to name the noun a pronoun (他/她/它, he/she/it) refers to. On fresh "
                     f"sentences it names it for {trained.accuracy:.0%} of the pronouns, and its attention puts "
                     f"the most weight on it for {trained.attention_accuracy:.0%}. Click the pronoun; the other "

@@ -20,7 +20,13 @@ Decisions (the API page, section 6, says the same):
     consecutive query heads share one (``repeat_kv``, as in Meta LLaMA);
   * a cached step's queries sit at the end of the sequence: the causal mask
     is unit 2's, aligned bottom-right, and the new tokens' positions continue
-    from ``cache.length``.
+    from ``cache.length``;
+  * ``GroupedQueryAttention`` may call unit 2's ``scaled_dot_product_attention``
+    and unit 3's ``split_heads``/``merge_heads`` (the reference does) or
+    compute the same itself (with ``flash_attention``, say): its values are
+    graded, not which functions it calls;
+  * bfloat16 inputs accumulate in float32: a bfloat16 running sum over
+    thousands of keys drifts by percents.
 
 Conventions (see the course API page):
   * batch-first; heads are (B, H, L, Dh);
@@ -64,9 +70,11 @@ def flash_attention(
       scale: multiplies the scores; defaults to 1 / sqrt(E).
       block_size: the tile size, >= 1.
     Returns:
-      output: (..., L, Ev), query's dtype; equal to unit 2's
+      output: (..., L, Ev), query's dtype (bfloat16 is accumulated in
+        float32, and only the output cast back); equal to unit 2's
         ``scaled_dot_product_attention(query, key, value, is_causal=...)[0]``
-        for every block size. A query with no key it may attend gets zeros.
+        for every input (scores of any magnitude) and every block size. A
+        query with no key it may attend gets zeros.
 
     Raises:
       ValueError, naming the argument and the sizes, if a tensor has fewer

@@ -15,8 +15,6 @@ Conventions (see the course API page):
     ``in_proj_weight`` is ``q_proj.weight``, ``k_proj.weight`` and
     ``v_proj.weight`` stacked (likewise the biases); ``out_proj`` is the same.
 """
-import math
-
 import torch
 from torch import Tensor, nn
 
@@ -92,7 +90,9 @@ class MultiHeadAttention(nn.Module):
         bool masks mean the opposite), or float, added to the scores. Its
         shape is ``(L, S)`` or ``(B, H, L, S)`` (torch's 3-D ``(B*H, L, S)``
         is that one reshaped).
-      * ``key`` and ``value`` each default to ``query`` when None.
+      * ``key`` defaults to ``query`` and ``value`` to ``key`` (the API page:
+        ``attn(x)`` is self-attention, ``attn(x, memory)`` attends to
+        ``memory``); torch requires all three.
       * Dropout acts on the attention weights in training mode only, and the
         returned weights are the dropped ones (as in torch).
       * ``embed_dim % num_heads != 0`` raises ValueError in ``__init__``
@@ -155,7 +155,7 @@ class MultiHeadAttention(nn.Module):
         Inputs:
           query: (B, L, E)
           key: (B, S, kdim), default ``query``.
-          value: (B, S, vdim), default ``query``.
+          value: (B, S, vdim), default ``key``.
           key_padding_mask: None or (B, S) bool, True = padding (ignored key).
           attn_mask: None, or (L, S) or (B, H, L, S); bool (True = may attend)
             or float (added to the scores).
@@ -177,7 +177,7 @@ class MultiHeadAttention(nn.Module):
         """
         ### BEGIN SOLUTION
         key = query if key is None else key
-        value = query if value is None else value
+        value = key if value is None else value  # attn(x, memory) attends to memory
         for name, t, width in (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)):
             if t.dim() != 3 or t.shape[-1] != width:
                 raise ValueError(f"{name} must be (B, length, {width}), got shape {tuple(t.shape)}")

@@ -2,8 +2,9 @@
 
 A ``def``/``class`` holding a ``### BEGIN SOLUTION`` region becomes an
 *answer* chunk; everything else a read-only *frame*. A sibling import
-(``from .attention import ...``) is shown in the notebook as the course's
-trusted stand-in, through :func:`autograder.nbgrader.kernel_side.sibling`.
+(``from .attention import ...``) becomes a call of
+:func:`autograder.nbgrader.kernel_side.sibling`: the course's trusted stand-in
+where the course has it, else the student's own file in its assignments folder.
 """
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def _strip_blank(lines: list[str]) -> list[str]:
 
 def _sibling_import(node: ast.ImportFrom, unit: str, indent: str = "") -> list[str]:
     original = ast.unparse(node)
-    lines = [f"{indent}# The .py file says `{original}`; in this notebook that unit is the course's trusted stand-in."]
+    lines = [f"{indent}# The .py file says `{original}`.",
+             f"{indent}# Here that unit comes from the course: its trusted stand-in where the course has one (the",
+             f"{indent}# instructor's and the grader's copies), else your own file in the course's assignments folder."]
     if node.module:  # from .attention import a, b as c
         lines.append(f"{indent}from {KERNEL_SIDE} import sibling")
         for alias in node.names:

@@ -8,9 +8,10 @@ never edited by hand. It is built here, cell by cell, with nbformat: the lesson
 ``raise NotImplementedError()`` in the release) and the rest read-only cells;
 one visible test cell per public test and one hidden-test cell holding all
 hidden properties, with the points of the CLI's rubric; and after each of the
-lesson's conceptual questions (a paragraph opening with ``**Question N.**``)
-an nbgrader *manually graded answer* cell (markdown, ``grade`` and
-``solution``), worth :data:`QUESTION_POINTS`.
+lesson's conceptual questions (a paragraph opening with ``**Question N.**``, the
+word as the language's ``notebook.toml`` writes it: ``question``) an nbgrader
+*manually graded answer* cell (markdown, ``grade`` and ``solution``), worth
+:data:`QUESTION_POINTS`.
 
 A question is worth 1 point: the written answers add a little to the
 autograded total, which stays the CLI's. nbgrader's gradebook and CSV count
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.authoring.contract import unit_section
+from autograder.authoring.contract import translation, unit_section
 from autograder.authoring.cells import KERNEL_SIDE, Chunk, split_module
 from autograder.authoring import stubgen
 from autograder.authoring.lesson import lesson_parts
@@ -38,8 +39,16 @@ from autograder.core.manifest import Course
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-# A question is one paragraph of a lesson, opening with this marker (tests/project/test_lesson_languages.py).
-QUESTION = re.compile(r"^\*\*Question (\d+)\.\*\*.*?(?=\n[ \t]*\n|\Z)", re.M | re.S)
+# A question is one paragraph of a lesson, opening with "**<word> N.**", the word as the lesson's language
+# writes it (TEXT["question"]; tests/project/test_lesson_languages.py).
+
+
+def question_pattern(word: str = "Question") -> re.Pattern:
+    """A question paragraph of a lesson whose language calls a question ``word``; group 1 its number."""
+    return re.compile(rf"^\*\*{re.escape(word)} (\d+)\.\*\*.*?(?=\n[ \t]*\n|\Z)", re.M | re.S)
+
+
+QUESTION = question_pattern()
 QUESTION_POINTS = 1.0
 ANSWER_STUB = "YOUR ANSWER HERE"  # nbgrader's ClearSolutions.text_stub: its release writes this in a written answer
 
@@ -72,11 +81,11 @@ def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
     return cell
 
 
-def _question_cells(unit: str, text: str) -> list:
+def _question_cells(unit: str, text: str, question: re.Pattern = QUESTION) -> list:
     """A markdown part of the lesson, each question in a cell of its own followed by its
     manually graded answer cell; the text around them unchanged."""
     cells, cursor = [], 0
-    for match in QUESTION.finditer(text):
+    for match in question.finditer(text):
         before = text[cursor:match.start()].strip("\n")
         if before.strip():
             cells.append(_markdown("", before))
@@ -98,13 +107,13 @@ def _points(x: float) -> str:
 
 
 def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list[Chunk], text: dict,
-                    questions: bool) -> list:
+                    questions: bool, lang: str | None) -> list:
     spec, key = course.units[unit], course.brand.metadata_key
-    names = {"file": spec.file, "api": course.api.name, "command": course.brand.command, "unit": unit,
+    names = {"file": spec.file, "api": translation(course.api, lang).name, "command": course.brand.command, "unit": unit,
              "points": f"{QUESTION_POINTS:g}"}
     graded = text["graded"] + (" " + text["questions"] if questions else "")
     cells = [_markdown("", graded.format(**names)),
-             _markdown("", text["contract"].format(**names) + "\n\n" + unit_section(course, unit).replace("## ", "#### ", 1))]
+             _markdown("", text["contract"].format(**names) + "\n\n" + unit_section(course, unit, lang).replace("## ", "#### ", 1))]
     first_frame = True
     for chunk in chunks:
         if chunk.kind == "answer":
@@ -161,13 +170,14 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
     docstring, docstring_file, chunks = split_module(path.read_text(encoding="utf-8"), unit, f"{course.solutions.name}/{spec.file}")
     cells = []
     parts = lesson_parts(course, unit, docstring, lang)
-    questions = any(QUESTION.search(text) for kind, text in parts if kind == "markdown")
+    question = question_pattern(notebook_text(course, lang)["question"])
+    questions = any(question.search(text) for kind, text in parts if kind == "markdown")
     for kind, text in parts:
         if kind == "markdown":
-            cells += _question_cells(unit, text)
+            cells += _question_cells(unit, text, question)
         elif kind == "exercise":
             text = notebook_text(course, lang)
-            cells += (_exercise_cells(course, unit, docstring_file, chunks, text, questions)
+            cells += (_exercise_cells(course, unit, docstring_file, chunks, text, questions, lang)
                       + _test_cells(course, unit, text))
         else:  # setup and demos: ordinary cells for students; the grader's kernel skips them
             cell = nbformat.v4.new_code_cell(text)
@@ -201,6 +211,7 @@ TEXT = {
                   "`YOUR ANSWER HERE` (Markdown). `{command} grade` does not see them."),
     "tests": ("## Tests\n\nEach cell below runs one public test on the code above (the same test as "
               "`{command} check {unit}`). The points shown are what the grader gives."),
+    "question": "Question",  # the word that opens a question's paragraph: **Question 1.**
 }
 
 

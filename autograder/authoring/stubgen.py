@@ -11,6 +11,7 @@ signatures, docstrings and hint comments outside the regions stay as written.
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,13 +101,35 @@ def clear_regions(text: str) -> str:
     return "\n".join(out + lines[cursor:])
 
 
+# The stubs package's docstring: the reference's describes the reference (students read this one).
+PACKAGE_DOC = ('"""Your work: one module per unit, for you to write. Fill in every TODO; the docstrings give the\n'
+               "shapes. Generated from the course's reference by its `build`: instructors edit the reference,\n"
+               'never these files."""')
+
+
+def package_init(source: str) -> str:
+    """A package's ``__init__.py`` as a stub: its docstring is :data:`PACKAGE_DOC`, the rest is copied."""
+    body = ast.parse(source).body
+    first = body[0] if body else None
+    lines = source.splitlines()
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines[first.lineno - 1:first.end_lineno] = PACKAGE_DOC.splitlines()
+    else:
+        lines[:0] = PACKAGE_DOC.splitlines()
+    return "\n".join(lines) + "\n"
+
+
 def expected_stubs(solutions: Path) -> dict[str, str]:
-    """File name -> the stub text ``build`` writes for it (files without regions are copied)."""
+    """File name -> the stub text ``build`` writes for it (other files without regions are copied;
+    the package's ``__init__.py`` gets the stubs' docstring)."""
     stubs = {}
     for source in sorted(solutions.glob("*.py")):
         text = source.read_text(encoding="utf-8")
         has_regions = bool(find_regions(text.splitlines(), source.name))
-        stubs[source.name] = make_stub(text, f"{solutions.name}/{source.name}") if has_regions else text
+        if has_regions:
+            stubs[source.name] = make_stub(text, f"{solutions.name}/{source.name}")
+        else:
+            stubs[source.name] = package_init(text) if source.name == "__init__.py" else text
     return stubs
 
 

@@ -5,10 +5,13 @@ engine itself fixes is where the manifest is found (:data:`MANIFEST`).
 """
 from __future__ import annotations
 
+import datetime
 import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from autograder.core.lateness import LatePolicy, parse_due
 
 MANIFEST = Path("course") / "course.toml"
 ROOT_ENV = "AUTOGRADER_COURSE_ROOT"
@@ -36,6 +39,8 @@ class Unit:
     kernels: tuple[str, ...] = ()
     # Stand-in sibling -> the only entry points that may use it (a sibling not named: every one).
     stand_ins_for: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # When it is due (course.toml ``due``, an offset date-time, held in UTC); None: never late.
+    due: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class Course:
     rules: Rules | None = None
     # Kernel families: name -> substrings of dispatcher operator names (course.toml ``[kernels]``).
     kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # What late work costs (course.toml ``[late]``, :mod:`autograder.core.lateness`); none by default.
+    late: LatePolicy = field(default_factory=LatePolicy)
 
     @property
     def nbgrader_source(self) -> Path:
@@ -120,6 +127,7 @@ def load_course(root: Path | None = None) -> Course:
             stand_ins=dict(spec.get("stand_ins", {})),
             kernels=tuple(spec.get("kernels", ())),
             stand_ins_for={sibling: tuple(entries) for sibling, entries in spec.get("stand_ins_for", {}).items()},
+            due=parse_due(spec["due"], f"{MANIFEST}: [units.{name}] due") if "due" in spec else None,
         )
         for name, spec in data["units"].items()
     }
@@ -145,4 +153,5 @@ def load_course(root: Path | None = None) -> Course:
         commands=dict(data.get("commands", {})),
         kernels={name: tuple(parts) for name, parts in data.get("kernels", {}).items()},
         rules=Rules(**{k: tuple(v) for k, v in data["rules"].items()}) if "rules" in data else None,
+        late=LatePolicy.from_table(data.get("late"), f"{MANIFEST}: [late]"),
     )

@@ -28,6 +28,15 @@ def _counterexample(error: BaseException) -> str:
     return ", ".join(p for p in parts if p)
 
 
+REPRODUCE = "\nreproduce: "  # what starts a failure's reproduce command (its own last line)
+
+
+def split_reproduce(output: str) -> tuple[str, str | None]:
+    """A failure's message without its reproduce command, and the command (None if it has none)."""
+    reason, mark, command = output.partition(REPRODUCE)
+    return (reason, command.strip()) if mark else (output, None)
+
+
 def _reproduce(error: BaseException, command: str) -> str:
     """The call the failure came from (the check's own, else the test's last): ``command --example
     '<case>'`` that rebuilds it, or, where its tensors are too big to print, the call by shapes.
@@ -41,7 +50,7 @@ def _reproduce(error: BaseException, command: str) -> str:
     if text is None:
         return (f"\nthe call: {cases.describe(case['call'])} (its tensors hold more than {cases.MAX_ELEMENTS} "
                 "numbers, too many to rebuild from this message)")
-    return f"\nreproduce: {command} --example {shlex.quote(text)}"
+    return f"{REPRODUCE}{command} --example {shlex.quote(text)}"
 
 
 def failure_message(error: BaseException, repro: str | None = None) -> str:

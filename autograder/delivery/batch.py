@@ -25,10 +25,17 @@ Whatever one upload does, the others are graded (decisions, README "a whole clas
     ``zed.zip``) are refused, both, until the instructor's ``--map`` says whose each is, and a
     name the gradebook uses for its own rows is refused too;
   * digests and unpacking read a bounded amount (see :mod:`.submissions`).
+
+Late work: a unit with a ``due`` date in the manifest is priced by its ``[late]`` policy
+(:mod:`autograder.core.lateness`) on the trusted points, from the upload's submission time
+(:func:`submission_time`: its ``timestamp.txt``, else its modification time). The record keeps
+the trusted result and a ``late`` section beside it; the feedback, the gradebook's unit columns
+and totals, and its status show the score after the penalty.
 """
 from __future__ import annotations
 
 import csv
+import datetime
 import hashlib
 import json
 import math
@@ -43,7 +50,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,16 +57,21 @@ from pathlib import Path
 from rich.progress import Progress
 
 from autograder.authoring.rubric import rubric
+from autograder.core import lateness
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.safe_text import safe_name, safe_text
-from autograder.core.uploads import SubmissionError, walk
+from autograder.core.uploads import SubmissionError, read_regular, walk
 from autograder.delivery.atomic import atomic_write
-from autograder.delivery.formats import POINTS_POSSIBLE, gradebook_csv, markdown_text, to_markdown
+from autograder.delivery.formats import (LMS_LAYOUTS, POINTS_POSSIBLE, LmsRoster, gradebook_csv, lms_gradebook,
+                                         lms_settings, markdown_text, to_markdown, unmatched_csv)
 from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
+from autograder.delivery import class_report
 from autograder.grading import forking, serve
 from autograder.grading.errors import GraderError
-from autograder.sandbox.zygote import Pool, SandboxError
+from autograder.grading.session import GradingSession, isolation_notice
+from autograder.sandbox.resources import SandboxError
+from autograder.sandbox.zygote import Pool
 
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
 STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed
@@ -76,6 +87,96 @@ class Student:
     name: str
     source: Path
     digest: str
+    submitted: datetime.datetime | None = None  # when it was handed in (submission_time); None: unknown
+    submitted_from: str = ""  # where that time was read
+
+
+TIMESTAMP = "timestamp.txt"  # nbgrader's name for the file that says when an upload was handed in
+
+
+def submission_time(path: Path) -> tuple[datetime.datetime | None, str]:
+    """When the upload ``path`` was handed in, and where that was read.
+
+    Which wins: a ``timestamp.txt`` at the top of an upload folder (nbgrader's form,
+    ``2027-03-01 23:59:00.000000 UTC``, or ISO 8601; no offset means UTC), since it is what the
+    system that collected the work wrote, while a copy, a download or an unzip may change
+    modification times. Without one (or when it cannot be read as a time), the upload's
+    modification time: a zip's own, a folder's newest file's (a folder's own changes only when
+    entries are added or removed). A ``timestamp.txt`` inside a zip is never read, and neither is
+    one through a link; a linked upload has no time (it is refused anyway). The file is taken at
+    its word: where students could put a file of that name at the top of their own upload, write
+    it (or remove it) from the platform's record before grading."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return None, ""
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+        return None, ""
+    mtime = "modification time"
+    if stat.S_ISDIR(info.st_mode):
+        given = read_regular(path / TIMESTAMP, 64)
+        if given is not None:
+            when = lateness.parse_timestamp(given.decode("utf-8", "replace"))
+            if when is not None:
+                return when, TIMESTAMP
+            mtime += f" ({TIMESTAMP} unreadable)"
+        try:
+            newest = max((i.st_mtime for f, i in walk(path) if stat.S_ISREG(i.st_mode) and f != path / TIMESTAMP),
+                         default=info.st_mtime)
+        except (SubmissionError, OSError):
+            return None, ""  # collect() refuses it, with its status
+    else:
+        newest = info.st_mtime
+    return datetime.datetime.fromtimestamp(newest, lateness.UTC), mtime
+
+
+def _late(course: Course, student: Student, result: dict | None) -> dict | None:
+    """The ``late`` section of a graded record: each unit with a due date priced on its trusted
+    points; None when no graded unit has a due date or the time is unknown."""
+    if not result or student.submitted is None:
+        return None
+    units = {name: lateness.assess(course.late, unit["score"], student.submitted, course.units[name].due).to_dict()
+             for name, unit in result.get("units", {}).items()
+             if name in course.units and course.units[name].due is not None}
+    if not units:
+        return None
+    return {"submitted": student.submitted.isoformat(), "from": student.submitted_from,
+            "policy": course.late.describe(), "units": units}
+
+
+def _late_status(late: dict | None) -> str:
+    """``; attention 1 day late: -2.6 points`` for each late unit, or nothing."""
+    units = (late or {}).get("units", {})
+    return "".join(f"; {name} {lateness.note(u['days_late'], u['penalty'])}" for name, u in units.items() if u["days_late"])
+
+
+def _late_feedback(late: dict | None, result: GradeResult) -> str:
+    if not late:
+        return ""
+    units = late["units"]
+    after = sum(units[u.name]["score"] if u.name in units else u.score for u in result.units.values())
+    submitted = datetime.datetime.fromisoformat(late["submitted"])
+    lines = ["### Late work", "",
+             f"Handed in {lateness.shown(submitted)} (from the upload's {markdown_text(late['from'])}); "
+             f"late work: {late['policy']}. Score after it: {after:g}/{result.max_score:g}.", "",
+             "| unit | due | late | points | penalty | score |", "|---|---|---|---:|---:|---:|"]
+    for name, u in units.items():
+        days = f"{u['days_late']} day{'s' if u['days_late'] != 1 else ''}" if u["days_late"] else "on time"
+        lines.append(f"| {name} | {lateness.shown(datetime.datetime.fromisoformat(u['due']))} | {days} | "
+                     f"{u['points']:g} | -{u['penalty']:g} | {u['score']:g} |")
+    return "\n".join(lines) + "\n"
+
+
+def _shown(record: dict) -> dict:
+    """A record as the gradebook shows it: each late unit's score after its penalty, and the
+    status saying so."""
+    late = record.get("late")
+    if not late or record.get("status") != "graded" or not record.get("result"):
+        return record
+    units = {name: {**unit, "score": late["units"][name]["score"]} if name in late["units"] else unit
+             for name, unit in record["result"]["units"].items()}
+    return {**record, "status": record["status"] + _late_status(late),
+            "result": {**record["result"], "units": units}}
 
 
 def _digest(path: Path) -> str:
@@ -128,7 +229,7 @@ def discover(submissions: Path, mapping: dict[str, str] | None = None) -> tuple[
         elif name.casefold() in RESERVED_NAMES or not name or name.startswith("."):
             reason = f"the name {name!r} of upload {uploads[0]} cannot name a student; give it one with --map"
         else:
-            students.append(Student(name, paths[0], _digest(paths[0])))
+            students.append(Student(name, paths[0], _digest(paths[0]), *submission_time(paths[0])))
             continue
         refused.append({"name": name, "uploads": uploads, "reason": reason})
     return students, refused
@@ -164,14 +265,38 @@ def _done(out: Path, student: Student) -> bool:
     return data.get("digest") == student.digest and data.get("final", data.get("status") == "graded")
 
 
-def _record(out: Path, student: Student, status: str, result: GradeResult | None, *, final: bool = True) -> None:
+def _record(out: Path, student: Student, status: str, result: GradeResult | None, *, final: bool = True,
+            late: dict | None = None) -> None:
     status = safe_text(status)
     data = {"student": student.name, "digest": student.digest, "status": status, "final": final,
             "result": result.to_dict() if result else None}
-    feedback = (to_markdown([result]) if result
-                else f"## {markdown_text(student.name)}\n\nNot graded: {markdown_text(status)}\n")
-    atomic_write(out / "students" / f"{student.name}.md", feedback)
-    atomic_write(out / "students" / f"{student.name}.json", json.dumps(data, indent=2, ensure_ascii=False))
+    if late:
+        data["late"] = late
+    _write(out, data, result)
+
+
+def _write(out: Path, data: dict, result: GradeResult | None) -> None:
+    """A student's record and feedback, each written whole."""
+    name = data["student"]
+    feedback = (to_markdown([result]) + _late_feedback(data.get("late"), result) if result
+                else f"## {markdown_text(name)}\n\nNot graded: {markdown_text(data['status'])}\n")
+    atomic_write(out / "students" / f"{name}.md", feedback)
+    atomic_write(out / "students" / f"{name}.json", json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _reprice(course: Course, out: Path, student: Student, record: dict) -> dict:
+    """``record`` with its ``late`` section as the manifest and the upload's time price it now
+    (rewritten, with the feedback, when that changed: a due date moved, a policy changed, a
+    ``timestamp.txt`` added), so the gradebook and the feedback agree without grading again."""
+    if record.get("status") != "graded" or not record.get("result"):
+        return record
+    late = _late(course, student, record["result"])
+    late = json.loads(json.dumps(late)) if late else None
+    if late == record.get("late"):
+        return record
+    record = {k: v for k, v in record.items() if k != "late"} | ({"late": late} if late else {})
+    _write(out, record, GradeResult.from_dict(record["result"]))
+    return record
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -277,7 +402,8 @@ class _Runner:
         self.stopping = threading.Event()
         self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
         self._forked: list[_Server] = []  # grader processes forked for threads that have none yet
-        self._pool: Pool | None = None  # the zygote the grader processes spawn their workers from
+        # The zygote the grader processes spawn their workers from: the batch's own, replaced if it ends.
+        self.session = GradingSession(course, own=True)
         # Re-entrant: SIGINT's handler (stop) runs in the main thread, which may hold it then.
         self._lock = threading.RLock()
 
@@ -289,9 +415,9 @@ class _Runner:
         so the grader processes start with the test modules imported and each chunk collects only
         its units' modules. A thread that finds none starts its own."""
         self.start_zygote()
-        if self._pool is None:
+        if self.session.pool is None:
             return
-        forking.import_grader()
+        self.session.load_grader()
         from autograder.grading.grade import collect_suites  # (imported just above)
 
         try:
@@ -300,7 +426,7 @@ class _Runner:
             pass  # the suites cannot be collected: each chunk's grade says why
         while len(self._forked) < servers and not self.stopping.is_set():
             try:
-                self._forked.append(_Server.forked(self.course, self.units, self._pool, self._forked))
+                self._forked.append(_Server.forked(self.course, self.units, self.session.pool, self._forked))
             except (OSError, SandboxError):
                 return
 
@@ -316,19 +442,13 @@ class _Runner:
     def _zygote_alive(self) -> Pool:
         """The batch's zygote (under ``_lock``); one that ended (killed, say) is replaced, so its
         end costs only the chunks it was grading, which are graded again."""
-        if self._pool is not None and self._pool.proc.poll() is not None:
-            self._pool.close()
-            self._pool = None
-        if self._pool is None:
-            self._pool = Pool(self.course)  # the batch's own, never another grade's in this process
-        return self._pool
+        return self.session.alive()
 
     def release(self) -> None:
         """Stop the grader processes no thread took, then the zygote (after every grader process has closed)."""
         while self._forked:
             self._forked.pop().close()
-        if self._pool is not None:
-            self._pool.close()
+        self.session.close()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -389,7 +509,7 @@ class _Runner:
         if results is not None and len(results) == len(ready):
             for (student, _), result in zip(ready, results):
                 result.submission = student.name  # never the temporary path
-                _record(self.out, student, "graded", result)
+                _record(self.out, student, "graded", result, late=_late(self.course, student, result.to_dict()))
         elif len(ready) > 1:
             for one in ready:  # one student's upload broke the chunk: find whose
                 self._grade_ready([one], report)
@@ -414,7 +534,8 @@ def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
 
 def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, units: list[str] | None = None,
                 show_progress: bool = True, student_budget: float = STUDENT_BUDGET, gradebook: str = "default",
-                roster: dict[str, dict[str, str]] | None = None, mapping: dict[str, str] | None = None) -> dict:
+                roster: LmsRoster | None = None,
+                mapping: dict[str, str] | None = None) -> dict:
     """Grade every student not yet graded; return the summary (also written to ``out``)."""
     students, refused = discover(submissions, mapping)
     for entry in refused:
@@ -467,50 +588,67 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
                                f"run the same command again to grade the {left} left")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
-                           layout=gradebook, roster=roster, refused=refused)
+                           layout=gradebook, roster=roster, refused=refused,
+                           isolation=runner.session.notice if runner.session.started else isolation_notice())
 
 
 def write_gradebook(course: Course, out: Path, students: list[Student], units: list[str] | None,
                     *, graded_now: int, peak_mib: float, layout: str = "default",
-                    roster: dict[str, dict[str, str]] | None = None, refused: list[dict] | None = None) -> dict:
+                    roster: LmsRoster | None = None, refused: list[dict] | None = None,
+                    isolation: str | None = None) -> dict:
     """gradebook.csv and the class summary (summary.json, summary.md) from the students' records;
-    a refused name is a row of its own, scored 0, with the reason as its status."""
+    a refused name is a row of its own, scored 0, with the reason as its status. ``isolation``:
+    the sandbox mode's notice (None in full mode), recorded in the summary. The class report
+    (:mod:`.class_report`) is written beside them."""
     names = [u.name for u in course.select(units)]
     refused = refused or []
-    records = [json.loads((out / "students" / f"{s.name}.json").read_text(encoding="utf-8")) for s in students]
+    records = [_reprice(course, out, s, json.loads((out / "students" / f"{s.name}.json").read_text(encoding="utf-8")))
+               for s in students]
     records += [{"student": r["name"], "status": r["reason"], "result": None} for r in refused]
+    graded = [r["status"] == "graded" for r in records]
+    late = sum(bool(_late_status(r.get("late"))) for r in records)
+    records = [_shown(r) for r in records]  # the scores after any late penalty, from here on
     # What the suites declare (their points markers), so it holds even when nobody was gradable.
     possible = {n: sum(r.points for r in rubric(course, n)) for n in names}
-    totals, failures = [], Counter()
-    for record in records:
-        units_done = (record["result"] or {}).get("units", {})
-        totals.append(sum(units_done.get(n, {}).get("score", 0) for n in names))
-        for name, unit in units_done.items():
-            failures.update((name, t["name"]) for t in unit["tests"] if t["status"] == "failed")
-    atomic_write(out / "gradebook.csv", gradebook_csv(names, possible, records, layout=layout, roster=roster))
-    maximum = sum(possible.get(n, 0) for n in names) or 1
-    bins = Counter(min(int(10 * t / maximum), 9) for t in totals)
+    book = None
+    if layout in LMS_LAYOUTS:  # the LMS's own export, filled in; the uploads it has no row for, apart
+        book = lms_gradebook(layout, names, possible, records, roster, lms_settings(course))
+        atomic_write(out / "gradebook.csv", book.text)
+        atomic_write(out / "unmatched.csv", unmatched_csv(names, book.unmatched))
+    else:
+        atomic_write(out / "gradebook.csv", gradebook_csv(names, possible, records))
+    graded_records = [class_report.from_result(r["result"]) for r in records if r["result"] is not None]
+    stats = class_report.write(out, graded_records, not_graded=len(records) - len(graded_records),
+                               title=f"Class report ({', '.join(names)})", isolation=isolation)
     summary = {
         "students": len(records),
         "graded_now": graded_now,
-        "not_graded": sum(r["status"] != "graded" for r in records),
+        "not_graded": graded.count(False),
+        "late": late,
         "peak_worker_mib": round(peak_mib, 1),
-        "distribution": {f"{10 * b}-{10 * b + 10}%": bins.get(b, 0) for b in range(10)},
-        "most_failed": [{"unit": u, "property": p, "students": n} for (u, p), n in failures.most_common(10)],
+        "isolation_warning": isolation,
+        "distribution": stats["distribution"],
+        "failure_rates": stats["failure_rates"],
     }
     if refused:
         summary["names_refused"] = refused
-    if roster is not None:
-        summary["not_on_roster"] = sorted(r["student"] for r in records if r["student"] not in roster)
-    lines = [f"# Class summary: {summary['students']} students, {summary['not_graded']} not graded", "",
-             "| score | students |", "|---|---:|", *(f"| {k} | {v} |" for k, v in summary["distribution"].items()),
-             "", "## Most-failed properties", "", "| unit | property | students |", "|---|---|---:|",
-             *(f"| {f['unit']} | {markdown_text(f['property'])} | {f['students']} |" for f in summary["most_failed"])]
+    if book is not None:
+        summary["not_on_roster"] = sorted(u["student"] for u in book.unmatched)
+        summary["lms_columns"] = book.columns
+        if book.warnings:
+            summary["lms_warnings"] = book.warnings
+    late_line = f", {late} handed in late" if late else ""
+    lines = [f"# Class summary: {summary['students']} students, {summary['not_graded']} not graded{late_line}", "",
+             *([markdown_text(isolation), ""] if isolation else []),
+             "The score distribution, each property's failure rate and the hints that fired most: "
+             "[class_report.md](class_report.md)."]
     if refused:
         lines += ["", "## Names refused", "", *(f"- {markdown_text(r['reason'])}" for r in refused)]
-    if summary.get("not_on_roster"):
-        lines += ["", "## Not on the roster (not in the Canvas gradebook)", "",
-                  *(f"- {markdown_text(name)}" for name in summary["not_on_roster"])]
+    if book is not None and book.unmatched:
+        lines += ["", "## Not on the roster (no row in the LMS gradebook; see unmatched.csv)", "",
+                  *(f"- {markdown_text(u['student'])}: {markdown_text(u['reason'])}" for u in book.unmatched)]
+    if summary.get("lms_warnings"):
+        lines += ["", "## Check before importing", "", *(f"- {markdown_text(w)}" for w in summary["lms_warnings"])]
     atomic_write(out / "summary.md", "\n".join(lines) + "\n")
     atomic_write(out / "summary.json", json.dumps(summary, indent=2))
     return summary

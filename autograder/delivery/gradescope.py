@@ -24,7 +24,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from autograder.grading.grade import grade
+from autograder.grading.session import GradingSession
 from autograder.core.manifest import MANIFEST, Course, load_course
 from autograder.core.results import GradeResult
 from autograder.core.safe_text import safe_name
@@ -130,25 +130,27 @@ def _failed_submission(message: str, execution_time: float) -> dict:
             "output_format": "text", "stdout_visibility": "hidden", "tests": []}
 
 
-def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> GradeResult | str:
-    """Grade what a student uploaded (a folder of unit files, or one zip) and log
-    it; the reason, as a string, when nothing in it can be graded."""
+def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> tuple[GradeResult | str, str | None]:
+    """Grade what a student uploaded (a folder of unit files, or one zip) and log it: the result
+    (the reason, as a string, when nothing in it can be graded), and the isolation mode's notice
+    for the results file (None in full mode)."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         try:
             folder = collect(upload, Path(tmp) / "submission", course)
         except SubmissionError as error:
             log(f"not graded: {error}")
-            return str(error)
+            return str(error), None
         log(f"grading {', '.join(sorted(p.name for p in folder.iterdir()))}")
-        result = grade(course, [folder], sandbox=sandbox)[0]
+        with GradingSession(course, sandbox=sandbox, remember=False) as session:  # one submission
+            result = session.grade([folder])[0]
     for unit in result.units.values():
         log(f"{unit.name}: {unit.score:g}/{unit.max_score:g} ({unit.status}) {unit.message}")
         for test in unit.tests:
             if test.status == "failed":
                 log(f"  failed: {test.name}: {test.output}")
     log(f"total {result.score:g}/{result.max_score:g} in {time.monotonic() - start:.1f} s")
-    return result
+    return result, session.notice
 
 
 def sandboxed() -> bool:
@@ -158,11 +160,13 @@ def sandboxed() -> bool:
 def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
     """Grade ``root/submission`` and write ``root/results/results.json``."""
     start = time.monotonic()
-    result = grade_upload(root / "submission", course, sandbox=sandbox)
+    result, notice = grade_upload(root / "submission", course, sandbox=sandbox)
     if isinstance(result, str):
         data = _failed_submission(result, time.monotonic() - start)
     else:
         data = to_gradescope(result, time.monotonic() - start)
+    if notice:  # the instructor sees what the isolation mode hid less (the output is theirs and the student's)
+        data["output"] = f"{notice}\n{data['output']}"
     atomic_write(root / "results" / "results.json", json.dumps(data, indent=2, ensure_ascii=False))
     return data
 

@@ -102,12 +102,12 @@ def to_prairielearn(result: GradeResult) -> dict:
 def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
     """Grade ``root/student`` and write ``root/results/results.json``."""
     start = time.monotonic()
-    result = grade_upload(root / "student", course, sandbox=sandbox)
+    result, notice = grade_upload(root / "student", course, sandbox=sandbox)
     if isinstance(result, str):
         data = {"gradable": False, "format_errors": [result], "message": result, "output": "", "tests": []}
     else:
         data = to_prairielearn(result)
-    data["output"] = (data["output"] + f"\ngraded in {time.monotonic() - start:.1f} s").strip()
+    data["output"] = "\n".join(filter(None, [notice, data["output"], f"graded in {time.monotonic() - start:.1f} s"]))
     atomic_write(root / "results" / "results.json", json.dumps(data, indent=2, ensure_ascii=False))
     return data
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autograder.core.messages import split_reproduce
 from autograder.core.results import NOT_IMPLEMENTED, GradeResult, UnitResult
 
 
@@ -25,6 +26,20 @@ def _summary(unit: UnitResult) -> str | None:
     if all(NOT_IMPLEMENTED in o for o in outputs):
         return NOT_IMPLEMENTED
     return None
+
+
+def reproduce_commands(result: GradeResult, *, verbose: bool = False) -> list[tuple[str, str]]:
+    """(unit / property, command) of every failure the table shows a row of (a unit summed up in
+    one row, all its properties failing alike, shows none) that carries a reproduce command."""
+    found = []
+    for unit in result.units.values():
+        if _summary(unit) is not None and not verbose:
+            continue
+        for test in unit.tests:
+            command = split_reproduce(test.output)[1] if test.status == "failed" else None
+            if command:
+                found.append((f"{unit.name} / {test.name}", command))
+    return found
 
 
 def grade_table(result: GradeResult, *, verbose: bool = False) -> Table:
@@ -49,7 +64,8 @@ def grade_table(result: GradeResult, *, verbose: bool = False) -> Table:
         else:
             for test in unit.tests:
                 colour = {"passed": "green", "failed": "red", "skipped": "yellow"}[test.status]
-                reason = escape(test.output) if test.status != "passed" else ""
+                # The reproduce command is printed under the table, on a line of its own to copy.
+                reason = escape(split_reproduce(test.output)[0]) if test.status != "passed" else ""
                 table.add_row(unit.name, escape(test.name), f"[{colour}]{_points(test.score, test.max_score)}[/{colour}]", reason)
             table.add_row(unit.name, "[bold]unit total[/bold]", f"[bold]{_points(unit.score, unit.max_score)}[/bold]", "", end_section=True)
     return table
@@ -60,3 +76,9 @@ def print_results(results: list[GradeResult], *, verbose: bool = False, console:
     console = console or (Console() if sys.stdout.isatty() else Console(width=160))
     for result in results:
         console.print(grade_table(result, verbose=verbose))
+        commands = reproduce_commands(result, verbose=verbose)
+        if commands:
+            console.print("To see your answer beside the expected one, run (each command is one line):", highlight=False)
+        for where, command in commands:  # never wrapped, never read as markup: copied as printed
+            console.print(f"  {where}:", markup=False, highlight=False, soft_wrap=True)
+            console.print(f"    {command}", markup=False, highlight=False, soft_wrap=True)

@@ -35,8 +35,7 @@ from pathlib import Path
 
 from autograder.core.manifest import Course, load_course
 from autograder.grading.errors import GraderError
-from autograder.grading.forking import import_grader
-from autograder.sandbox.zygote import prestart
+from autograder.grading.session import GradingSession
 
 
 def main(units: list[str], course: Course | None = None, parent: int = 0) -> int:
@@ -49,23 +48,21 @@ def main(units: list[str], course: Course | None = None, parent: int = 0) -> int
     _die_with(parent)
     course = course or load_course()
     try:
-        pool = prestart(course)  # the batch's zygote; or our own, whose torch import overlaps ours
-    except OSError as error:
-        return _reply(replies, {"error": f"the sandbox could not start: {error}"})
-    try:
-        grade = import_grader()  # after the zygote starts
-        for line in sys.stdin:
-            request = json.loads(line)
-            try:
-                results = grade(course, [Path(f) for f in request["folders"]], units=units or None)
-            except GraderError as error:
-                return _reply(replies, {"error": str(error)})
-            Path(request["report"]).write_text(json.dumps([r.to_dict() for r in results], ensure_ascii=False),
-                                               encoding="utf-8")
-            _reply(replies, {"ok": True})
-        return 0
-    finally:
-        pool.release()
+        # The batch's zygote, or our own; the batch reports the mode, so nothing is printed here.
+        with GradingSession(course, announce=False) as session:
+            session.load_grader()  # while no request waits
+            for line in sys.stdin:
+                request = json.loads(line)
+                try:
+                    results = session.grade([Path(f) for f in request["folders"]], units or None)
+                except GraderError as error:
+                    return _reply(replies, {"error": str(error)})
+                Path(request["report"]).write_text(json.dumps([r.to_dict() for r in results], ensure_ascii=False),
+                                                   encoding="utf-8")
+                _reply(replies, {"ok": True})
+            return 0
+    except GraderError as error:  # the sandbox could not start
+        return _reply(replies, {"error": str(error)})
 
 
 def _reply(replies, message: dict) -> int:

@@ -36,7 +36,10 @@ def sibling(unit: str, name: str) -> types.ModuleType:
 def _kernel_subject(course: Course, unit: str, namespace: dict):
     from autograder.core.subject import InProcessSubject
 
-    subject = InProcessSubject(course, Path.cwd(), isolate=False)
+    # The folder of the code under test: a failure names its file and line there (a lesson may test
+    # the student's assignments/ file, not the notebook's own cells).
+    where = Path(namespace["__file__"]).resolve().parent if namespace.get("__file__") else Path.cwd()
+    subject = InProcessSubject(course, where, isolate=False)
     subject.provide(unit, namespace)
     return subject
 

@@ -27,8 +27,18 @@ autograded notebooks is the trusted report (test cells) or nothing.
 
 No kernel. Since nothing a kernel computes would reach the gradebook or the
 feedback, this autograde executes no notebook (``--Execute.enabled=False``):
-nbgrader still sanitizes, restores the locked cells, records the submission
-and its late penalty, and the whole step costs about what ``grade`` does.
+nbgrader still sanitizes, restores the locked cells and records the submission
+and its time, and the whole step costs about what ``grade`` does.
+
+Late work. Each unit's due date comes from the manifest (``due``, written into
+nbgrader's gradebook at ``generate`` and ``autograde``), each submission's time
+from the ``timestamp.txt`` that ``collect`` writes. nbgrader's own late penalty
+(AssignLatePenalties) is off in this autograde: it runs before the re-scoring, so
+it would price nbgrader's full marks. The pipeline prices the re-scored points
+instead, by the manifest's ``[late]`` policy (:mod:`autograder.core.lateness`),
+into each notebook's ``late_submission_penalty``: nbgrader's feedback shows it,
+its export subtracts it (``raw_score``, ``late_submission_penalty``, ``score``),
+and the ``status`` column says how many days late.
 A plain ``nbgrader autograde`` still executes every notebook, in the sandboxed
 kernel of :mod:`autograder.nbgrader.kernel_manager` (set in the course's
 ``nbgrader_config.py``), and there the kernel's verdict is nbgrader's.
@@ -52,6 +62,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import os
 import re
 import resource
@@ -68,11 +79,15 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.authoring import notebook
 from autograder.nbgrader import extract, rescore
+from autograder.core import lateness
 from autograder.core.manifest import Course, load_course
 from autograder.core.safe_text import csv_cell, safe_name
 from autograder.core.uploads import SubmissionError, intake, read_regular
+from autograder.delivery import class_report
+from autograder.grading.session import isolation_notice
 
 CONFIG = "nbgrader_config.py"
+REPORT = "class_report"  # the class report's folder, in the course folder
 NOTEBOOK_BYTES = 16 * 1024 * 1024  # one handed-in notebook: its outputs (plots) make it far larger than a unit file
 
 
@@ -192,7 +207,26 @@ def step_generate(course: Course, course_dir: Path, units: list[str]) -> None:
             raise PipelineError(f"stale notebooks ({', '.join(old)}): run `{course.brand.command} build` first")
     for pattern in patterns(course_dir, units):
         run_nbgrader(course_dir, "generate_assignment", pattern, "--force")
+    write_due_dates(_db_url(course_dir), course, units)
     print(f"released {', '.join(units)} in {course_dir / 'release'}")
+
+
+def _db_url(course_dir: Path) -> str:
+    return "sqlite:///" + str(course_dir / "gradebook.db")
+
+
+def write_due_dates(db_url: str, course: Course, units: list[str]) -> None:
+    """Each unit's due date from the manifest into nbgrader's gradebook (none where the unit has
+    none): the manifest is the one source, so a date set by hand in nbgrader is replaced. nbgrader
+    reckons a submission's lateness from it (with any extension given in formgrader)."""
+    with Gradebook(db_url) as gb:
+        for unit in units:
+            try:
+                assignment = gb.find_assignment(unit)
+            except MissingEntry:
+                continue  # not generated yet
+            assignment.duedate = lateness.utc_naive(course.units[unit].due)
+        gb.db.commit()
 
 
 def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path) -> tuple[list[str], dict[str, str]]:
@@ -328,6 +362,34 @@ def write_points(db_url: str, points: dict[tuple, tuple[float, float]], saved: d
     return totals
 
 
+def write_penalties(db_url: str, course: Course, pairs: list[tuple[str, str]]) -> dict[tuple, tuple[int, float]]:
+    """The late penalty of each (student, unit) notebook, from the trusted points: written after
+    :func:`write_points`, as the notebook's ``late_submission_penalty`` (which nbgrader's feedback
+    and export subtract); returns {(student, unit): (started days late, penalty)} of the late ones.
+
+    nbgrader's own AssignLatePenalties is off in the pipeline's autograde: it would have priced the
+    full marks nbgrader gives unexecuted test cells (10% of 62 instead of 10% of the trusted 26).
+    The points are the notebook's score once re-scored: the trusted test cells' points, and any
+    written answer already scored in formgrader (run autograde again after grading those, to have
+    the penalty cover them). The lateness is nbgrader's (``timestamp.txt`` against the due date
+    plus any extension); the price is the manifest's ``[late]`` policy."""
+    late = {}
+    with Gradebook(db_url) as gb:
+        for student, unit in pairs:
+            try:
+                submission = gb.find_submission(unit, student)
+                submitted = gb.find_submission_notebook(unit, unit, student)
+            except MissingEntry:
+                continue  # nbgrader never recorded it (write_points said so)
+            seconds = submission.total_seconds_late
+            penalty = course.late.penalty(submitted.score, seconds)
+            submitted.late_submission_penalty = penalty or None  # as nbgrader leaves a notebook on time
+            if seconds > 0:
+                late[(student, unit)] = (lateness.days_late(seconds), penalty)
+        gb.db.commit()
+    return late
+
+
 def _stream(text: str):
     return nbformat.v4.new_output("stream", name="stdout", text=text.rstrip("\n") + "\n")
 
@@ -366,7 +428,7 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     nbgrader gives an unexecuted test cell all its points, so none of them may stand: the
     trusted grade comes first (a failure there stops the step before nbgrader writes
     anything), and its points are written even when nbgrader stops half-way."""
-    db_url = "sqlite:///" + str(course_dir / "gradebook.db")
+    db_url = _db_url(course_dir)
     layouts, files = extract_files(course, course_dir, units)
     if not files:
         print("nothing to autograde: submitted/ is empty")
@@ -381,20 +443,33 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     results = {student: {"units": {u: graded[student]["units"][u] for u in us}} for student, us in files.items()}
     key = course.brand.metadata_key
     points = trusted_points(layouts, results, key)
-    saved = _snapshot(db_url, [(s, u) for s, us in files.items() for u in us])
+    pairs = [(s, u) for s, us in files.items() for u in us]
+    saved = _snapshot(db_url, pairs)
+    write_due_dates(db_url, course, units)
     try:
         for pattern in patterns(course_dir, units):
             if pattern == "*" or students(course_dir, pattern):
                 # No kernel: every output of an autograded notebook is replaced by the trusted report.
-                run_nbgrader(course_dir, "autograde", pattern, "--force", "--Execute.enabled=False", per_student=True)
+                # No late penalty of nbgrader's: it would price nbgrader's full marks (write_penalties).
+                run_nbgrader(course_dir, "autograde", pattern, "--force", "--Execute.enabled=False",
+                             "--AssignLatePenalties.enabled=False", per_student=True)
     finally:
         scores = write_points(db_url, points, saved)
+        late = write_penalties(db_url, course, pairs)
     trusted_outputs(course_dir, layouts, results, key)
+    # The class report, and the sandbox mode the trusted grade ran in (the CLI's own, probed alike).
+    notice = isolation_notice()
+    if notice:
+        print(f"{course.brand.command}: {notice}", file=sys.stderr)
+    class_report.write(course_dir / REPORT, [class_report.from_result(r) for r in graded.values()],
+                       title="Class report (nbgrader)", isolation=notice)
     n_notebooks = sum(len(us) for us in files.values())
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"autograded {n_notebooks} notebooks of {len(files)} students in {time.perf_counter() - started:.1f} s "
           f"(trusted grading {trusted_done:.1f} s, then nbgrader; CPU {cpu.ru_utime + cpu.ru_stime:.1f} s)")
-    return {"scores": scores, "results": results}
+    for (student, unit), (days, penalty) in sorted(late.items()):
+        print(f"late: {safe_name(student)}/{unit}: {lateness.note(days, penalty)}")
+    return {"scores": scores, "results": results, "late": late}
 
 
 def step_feedback(course_dir: Path, units: list[str]) -> None:
@@ -423,16 +498,44 @@ def _status(course_dir: Path, student: str, unit: str) -> str:
     return "graded"
 
 
+def _lateness(course_dir: Path) -> dict[tuple[str, str], tuple[int, float]]:
+    """{(student, assignment): (started days late, penalty)} of every late submission in the gradebook."""
+    late = {}
+    with Gradebook(_db_url(course_dir)) as gb:
+        for assignment in gb.assignments:
+            for submission in assignment.submissions:
+                seconds = submission.total_seconds_late
+                if seconds > 0:
+                    late[(submission.student.id, assignment.name)] = (lateness.days_late(seconds),
+                                                                      float(submission.late_submission_penalty or 0))
+    return late
+
+
+def _isolation(course_dir: Path) -> str | None:
+    """The sandbox mode's notice recorded by the last autograde (None: full mode, or none ran)."""
+    try:
+        return json.loads((course_dir / REPORT / "class_report.json").read_text(encoding="utf-8"))["isolation_warning"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def add_status(course_dir: Path, csv_path: Path) -> None:
-    """Add a ``status`` column to nbgrader's CSV, and a row (score 0) for every submitted
-    notebook nbgrader could not grade at all, so a corrupt upload is an entry, not a log line;
-    every text cell is written through :func:`~autograder.core.safe_text.csv_cell`."""
+    """Add a ``status`` column to nbgrader's CSV (``graded; 1 day late: -2.6 points`` for late
+    work), and a row (score 0) for every submitted notebook nbgrader could not grade at all, so a
+    corrupt upload is an entry, not a log line; every text cell is written through
+    :func:`~autograder.core.safe_text.csv_cell`."""
     with csv_path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     fields = list(rows[0]) if rows else ["assignment", "student_id", "score", "max_score"]
     seen = {(r["student_id"], r["assignment"]) for r in rows}
+    late = _lateness(course_dir)
+    isolation = _isolation(course_dir)
     for r in rows:
         r["status"] = _status(course_dir, r["student_id"], r["assignment"])
+        if r["status"] == "graded" and (r["student_id"], r["assignment"]) in late:
+            r["status"] += "; " + lateness.note(*late[(r["student_id"], r["assignment"])])
+        if r["status"].startswith("graded") and isolation:
+            r["status"] += "; " + isolation
     submitted = course_dir / "submitted"
     for folder in sorted(submitted.glob("*/*")) if submitted.is_dir() else []:
         student, unit = folder.parent.name, folder.name

@@ -41,7 +41,7 @@ in milliseconds (about 30 ms to start one, 12 ms to stop it here), so
 sandboxing costs little more than the pipes. It keeps one worker alive at a
 time: every process of a submission is gone before the next one is graded.
 While a worker lives, it and the thread that talks to it share one CPU
-(:class:`~autograder.sandbox.zygote.CpuLease`): they take turns, and handing
+(:class:`~autograder.sandbox.resources.CpuLease`): they take turns, and handing
 each call across CPUs cost more than the call itself.
 """
 from __future__ import annotations
@@ -65,9 +65,12 @@ from autograder.core.uploads import SubmissionError, walk
 from autograder.sandbox import ipc
 from autograder.sandbox.inside import transport
 from autograder.sandbox.inside.limits import rlimits
-from autograder.sandbox.zygote import (
-    INSIDE, STARTUP, USED_FOLDERS, USED_UIDS, Cgroups, CpuLease, SandboxError, UidLease, Pool, wait_readable, kill_uid,
+from autograder.sandbox.contents import INSIDE
+from autograder.sandbox.inside import worker_channel as channel
+from autograder.sandbox.resources import (
+    USED_FOLDERS, USED_UIDS, Cgroups, CpuLease, SandboxError, UidLease, cgroup_name, kill_uid,
 )
+from autograder.sandbox.zygote import STARTUP, Pool, wait_readable
 
 CRASHES_PER_TEST = 2  # worker losses in one test before its further calls fail at once
 KEEP_OUTPUT = 64 << 10  # bytes of a test's stdout/stderr kept
@@ -299,7 +302,7 @@ class SandboxSubject:
         if self._worker is None:
             pool = self._pool
             self._unit_dir = self._unit_folder(unit)
-            self._cgroups = Cgroups(f"attn-{os.getpid()}-{id(self):x}-{unit}", memory=self.memory)
+            self._cgroups = Cgroups(cgroup_name(f"{id(self):x}-{unit}"), memory=self.memory)
             self._cpu = CpuLease()
             cgroup_fds = self._cgroups.join_fds()
             box = pool.inside(self._box)
@@ -331,7 +334,7 @@ class SandboxSubject:
                 self.stop_worker()
                 said = self.captured.get(self._test, b"")[-1000:].decode("utf-8", "replace")
                 raise SandboxError(f"a worker could not start: {lost.reason}: {said or pool._log_tail()}") from None
-            if header.get("op") != "ready":
+            if channel.decode_ready(header) is None:
                 self.stop_worker()
                 raise SandboxError("a worker did not start properly")
         return self._worker
@@ -368,10 +371,10 @@ class SandboxSubject:
 
     _stop = stop_worker
 
-    def _send(self, unit: str, header: dict, values: dict | None = None) -> None:
+    def _send(self, unit: str, op: channel.Op, values: dict | None = None) -> None:
         """Send a request within :data:`WRITE_LIMIT` s (draining the worker's output meanwhile)."""
         wid, req_w, rep_r, out_r = self._ensure_worker(unit)
-        view = memoryview(transport.pack({**header, "test": self._test}, values))
+        view = memoryview(transport.pack(channel.Request(op, self._test, unit).header(), values))
         deadline = time.monotonic() + WRITE_LIMIT
         while view:
             try:
@@ -461,10 +464,9 @@ class SandboxSubject:
                 raise _Lost("the worker sent a malformed reply") from None
         return True
 
-    def _note_seen(self, unit: str, header: dict) -> None:
+    def _note_seen(self, unit: str, names) -> None:
         """The kernel families the worker says its code was refused: believed only because
         claiming one can only lower the sender's own grade (and only the unit's own names)."""
-        names = header.get("seen")
         if type(names) is list and names:
             allowed = {*self.course.units[unit].kernels, STAND_INS}
             self._seen[unit] |= {n for n in names if type(n) is str and n in allowed}
@@ -473,7 +475,7 @@ class SandboxSubject:
         filename = self.course.units[unit].file
         started = time.monotonic()
         try:
-            self._send(unit, {"op": "status", "unit": unit})
+            self._send(unit, channel.Op.STATUS)
             header, _ = self._receive(*self._wait_limit(unit))
         except _Lost as lost:
             self._stop()
@@ -484,25 +486,26 @@ class SandboxSubject:
             return f"importing {filename} stopped the worker: {lost.reason}"
         finally:
             self._spend(unit, time.monotonic() - started)
-        problem = header.get("problem")
-        if header.get("op") != "status" or not (problem is None or type(problem) is str):
+        status = channel.decode_status(header)
+        if status is None:
             self._stop()
             return f"importing {filename} made the worker send a malformed reply"
-        self._note_seen(unit, header)
-        return self._redactor.clean(problem, 2000) if problem else None
+        self._note_seen(unit, status.seen)
+        return self._redactor.clean(status.problem, 2000) if status.problem else None
 
     def _exchange(self, call: Call) -> Result | StudentError:
         """Run ``call`` in one round trip."""
         unit = call.unit
         try:
-            self._send(unit, {"op": "run"}, transport.call_values(call))
+            self._send(unit, channel.Op.RUN, transport.call_values(call))
             header, values = self._receive(*self._wait_limit(unit))
-            if header.get("op") != "result":
+            answer = channel.decode_answer(header)
+            if answer is None:
                 raise _Lost("the worker sent a malformed reply")
-            self._note_seen(unit, header)
-            if header.get("ok") is True:
+            self._note_seen(unit, answer.seen)
+            if answer.ok:
                 return transport.result_from(values)
-            return transport.error_from(header, self._redactor)
+            return transport.error_from(answer.error, self._redactor)
         except transport.ProtocolError as error:
             self._lose(_Lost("the worker sent a malformed reply"))
             return StudentError(Failure.BAD_OUTPUT, f"the worker sent a malformed reply ({error})")

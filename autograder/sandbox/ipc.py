@@ -18,7 +18,7 @@ Decision, per mode (:mod:`autograder.sandbox.inside.worker` says what each mode 
   never its creator's uid), queues and /dev/shm entries by their owner. Where a process of the
   worker's can outlive it (plain mode without cgroups: one in a session of its own lives until
   the zygote ends), what it makes later may stay. In container mode the uid is
-  the worker's alone (leased), so all of it goes, and :class:`~autograder.sandbox.zygote.UidLease`
+  the worker's alone (leased), so all of it goes, and :class:`~autograder.sandbox.resources.UidLease`
   clears a uid when it takes it (what a killed grader left). In plain mode the worker has the
   grader's own uid: only what appeared during the worker's life goes (:func:`snapshot` when it
   starts), so another program of the same user that makes an object in that window loses it,

@@ -48,20 +48,34 @@ def mismatch(got: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: fl
     )
 
 
+def proven_advice(got, expected: torch.Tensor, hints, *, atol: float, rtol: float) -> str | None:
+    """The advice of the one known-wrong answer ``got`` matches, else None.
+
+    ``hints`` is [(wrong answer, advice)]. A wrong answer that matches ``expected`` too shows
+    nothing on this input and is skipped; when the answers of two different pieces of advice
+    match, the input cannot tell the bugs apart and none is given (a hint is proven, never a guess).
+    """
+    found = {text for wrong, text in hints or ()
+             if isinstance(wrong, torch.Tensor) and wrong.shape == expected.shape
+             and mismatch(wrong, expected, atol=atol, rtol=rtol) is not None
+             and mismatch(got, wrong, atol=atol, rtol=rtol) is None}
+    return found.pop() if len(found) == 1 else None
+
+
 def assert_close(got, expected: torch.Tensor, *, atol=1e-5, rtol=1e-4, what="output", dtype=None, hints=None):
     """``got`` is a plain tensor shaped like ``expected`` whose values match.
 
-    ``hints`` is a list of ``(wrong_answer, advice)``: the advice is printed
-    when ``got`` matches that known-wrong answer.
+    ``hints`` is a list of ``(wrong_answer, advice)``: the advice is printed when ``got`` is the
+    one known-wrong answer it matches (:func:`proven_advice`).
     """
     check_tensor(got, shape=expected.shape, dtype=dtype, what=what)
     problem = mismatch(got, expected, atol=atol, rtol=rtol)
     if problem is None:
         return
-    advice = [text for wrong, text in hints or () if mismatch(got, wrong, atol=atol, rtol=rtol) is None]
+    advice = proven_advice(got, expected, hints, atol=atol, rtol=rtol)
     shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
     message = f"{what}{shape}: {problem}"
-    raise attach(AssertionError(message + (f". Hint: {advice[0]}" if advice else "")),
+    raise attach(AssertionError(message + (f". Hint: {advice}" if advice else "")),
                  got=got, expected=expected, atol=atol, rtol=rtol, what=what)
 
 

@@ -9,8 +9,10 @@ loads them.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
+import math
 import os
 import statistics
 import sys
@@ -48,12 +50,21 @@ class Units(Mapping[str, types.ModuleType]):
     modules came from.
     """
 
-    def __init__(self, modules: Mapping[str, types.ModuleType], source: str, course: Course):
+    def __init__(self, modules: Mapping[str, types.ModuleType], source: str, course: Course,
+                 where: Mapping[str, str] | None = None):
         unknown = sorted(set(modules) - set(course.units))
         if unknown:
             raise ValueError(f"no unit {', '.join(unknown)}; the units are {', '.join(course.units)}")
         self._modules = {name: modules[name] for name in course.units if name in modules}
         self.source, self.course = source, course
+        self._where = dict(where or {})
+
+    def where(self, name: str) -> str:
+        """Where unit ``name``'s code came from, in words: its file, or this notebook."""
+        if name in self._where:
+            return self._where[name]
+        file = getattr(self._modules.get(name), "__file__", None)
+        return str(file) if file else "this notebook's answer cells"
 
     def __getitem__(self, name: str) -> types.ModuleType:
         return self._modules[name]
@@ -113,7 +124,8 @@ def load_units(source: str | os.PathLike | None = None, **modules: types.ModuleT
       source: None or "solutions" (the reference; where it is absent, the
         course's stand-ins and then ``assignments/`` fill in), or a folder
         holding any of the unit files (a student's submission,
-        ``assignments/``).
+        ``assignments/``); a relative folder that is not in the working
+        folder is looked for in the course's folder (:func:`find_folder`).
       modules: override single units with already-imported modules, e.g.
         ``load_units(attention=my_module)``.
     Returns:
@@ -123,11 +135,23 @@ def load_units(source: str | os.PathLike | None = None, **modules: types.ModuleT
     if source is None or str(source) == "solutions":
         found, label = _reference_units(course, set(modules))
     else:
-        folder = Path(source)
-        if not folder.is_dir():
-            raise ValueError(f"load_units: {folder} is not a folder")
+        folder = find_folder(source)
         found, label = load_folder(course, folder), str(folder)
     return Units({**found, **modules}, label, course)
+
+
+def find_folder(source: str | os.PathLike) -> Path:
+    """The folder ``source`` names: as given (relative to the working folder), else, for a
+    relative name, in the course's folder, so that "assignments" is the course's assignments/
+    from a notebook in any folder. ValueError naming both places when neither holds it."""
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return folder
+    in_course = demo_course().root / folder
+    if not folder.is_absolute() and in_course.is_dir():
+        return in_course
+    places = str(folder.resolve()) + ("" if folder.is_absolute() else f" nor {in_course}")
+    raise ValueError(f"load_units: {source} is not a folder (neither {places})")
 
 
 def _functions(module: types.ModuleType) -> Iterator[types.FunctionType]:
@@ -141,10 +165,39 @@ def _functions(module: types.ModuleType) -> Iterator[types.FunctionType]:
             yield from (f for f in vars(value).values() if inspect.isfunction(f))
 
 
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and the code of every function nested in it."""
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _codes(constant)
+
+
+def _raises_bare_not_implemented(code: types.CodeType) -> bool:
+    """Whether ``code`` holds ``raise NotImplementedError()`` (or without the call), no message:
+    what nbgrader's release leaves in a notebook's answer cell."""
+    loaded = False
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and instruction.argval == "NotImplementedError":
+            loaded = True
+        elif loaded and instruction.opname in ("PRECALL", "CALL", "CACHE", "PUSH_NULL") and not instruction.arg:
+            continue
+        elif loaded and instruction.opname == "RAISE_VARARGS":
+            return True
+        else:
+            loaded = False
+    return False
+
+
 def _is_stub(module: types.ModuleType) -> bool:
-    """Whether a function of ``module`` still raises the stub's NotImplementedError("<name>: not implemented yet")."""
-    constants = (c for f in _functions(module) for c in f.__code__.co_consts)
-    return any(isinstance(c, str) and c.endswith(NOT_IMPLEMENTED) for c in constants)
+    """Whether a function of ``module`` is still a stub: it raises the stub file's
+    NotImplementedError("<name>: not implemented yet"), or nbgrader's bare NotImplementedError()."""
+    for function in _functions(module):
+        for code in _codes(function.__code__):
+            if any(isinstance(c, str) and c.endswith(NOT_IMPLEMENTED) for c in code.co_consts) \
+                    or _raises_bare_not_implemented(code):
+                return True
+    return False
 
 
 def _raising_unit(units: Units, error: BaseException) -> str | None:
@@ -159,7 +212,8 @@ def _raising_unit(units: Units, error: BaseException) -> str | None:
 @contextmanager
 def stubs_named(units: Units):
     """Turn a unit's NotImplementedError into UnitNotImplemented naming the files to implement, in
-    order: the unit's siblings (course.toml ``stand_ins``) that are still stubs, then the unit."""
+    order (the unit's siblings, course.toml ``stand_ins``, that are still stubs, then the unit),
+    where the demos took each from, and how to point them at another folder."""
     try:
         yield
     except NotImplementedError as error:
@@ -168,9 +222,15 @@ def stubs_named(units: Units):
             raise
         first = [s for s in units.course.units if s in units.course.units[unit].stand_ins
                  and s in units and _is_stub(units[s])]
-        files = [units.course.units[name].file for name in (*first, unit)]
+        names = (*first, unit)
+        files = [units.course.units[name].file for name in names]
         then = "".join(f", then {file}" for file in files[1:])
-        raise UnitNotImplemented(f"implement {files[0]} first{then} ({files[-1]} says: {error})") from None
+        says = str(error) or NOT_IMPLEMENTED
+        raise UnitNotImplemented(
+            f"implement {files[0]} first{then} ({files[-1]} says: {says}). It ran "
+            + "; ".join(f"{file} from {units.where(name)}" for name, file in zip(names, files))
+            + f". To run your code from another folder, set SOURCE in the lesson's setup cell (or --source) "
+              f"to the folder that holds your {files[0]}.") from None
 
 
 def seeded(seed: int = SEED) -> torch.Generator:
@@ -270,12 +330,75 @@ def median_time(fn, *, repeats: int = 7, min_seconds: float = 0.01) -> float:
     return statistics.median(times)
 
 
+# How the lessons write a measured number. Every demo has ``quotes(result)``: the numbers the
+# lessons quote from it, written these ways (course/lessons/measured.json holds the reference
+# run's, and tests/project/test_lesson_numbers.py reruns the demos to check them); a demo whose
+# numbers are times on this machine has ``timings(result)``: (value, format) pairs, which the
+# lessons quote as the range measured over several runs.
+
+def percent(x: float) -> str:
+    """0.902 -> "90%"."""
+    return f"{x:.0%}"
+
+
+def sci(x: float, digits: int = 1) -> str:
+    """Scientific notation as the lessons write it: sci(3.64e-1) -> "3.6e-1", sci(7.2e-47, 0) -> "7e-47"."""
+    if x == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(x)))
+    mantissa = round(x / 10**exponent, digits)
+    if abs(mantissa) >= 10:
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return f"{mantissa:.{digits}f}e{exponent}"
+
+
+def sig(x: float, digits: int = 2) -> str:
+    """``x`` to ``digits`` significant figures, in plain notation: 155.9 -> "160", 0.815 -> "0.82"."""
+    if x == 0:
+        return "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(x)))
+    rounded = round(x, decimals)
+    return f"{rounded:.{max(decimals, 0)}f}"
+
+
+def magnitude(x: float) -> str:
+    """The power of ten nearest ``x``: 1.8e-7 -> "1e-7"."""
+    return f"1e{round(math.log10(abs(x)))}"
+
+
+def power_above(x: float) -> str:
+    """The smallest power of ten above ``x``: 5.96e-7 -> "1e-6" (a bound: "agree within 1e-6")."""
+    return f"1e{math.floor(math.log10(abs(x))) + 1}"
+
+
 def loglog_slope(xs, ys) -> float:
     """Least-squares slope of log(y) against log(x): 1 for linear growth, 2 for quadratic."""
     lx = torch.log(torch.as_tensor(xs, dtype=torch.float64))
     ly = torch.log(torch.as_tensor(ys, dtype=torch.float64))
     lx, ly = lx - lx.mean(), ly - ly.mean()
     return float((lx * ly).sum() / (lx * lx).sum())
+
+
+@contextmanager
+def quiet_stderr():
+    """Silence what native code writes to file descriptor 2 meanwhile (torch's profiler writes
+    "profiler_start" lines there, past Python's sys.stderr, into a notebook's outputs)."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 @contextmanager
@@ -308,38 +431,89 @@ def demo(run):
 
 
 NOTEBOOK = "notebook"
+AUTO = "auto"
+
+
+def _notebook_module(unit: str, namespace: dict) -> types.ModuleType:
+    """The notebook's namespace as a module, named as the namespace is, so that the functions its
+    cells define count as this module's (:func:`stubs_named`, :func:`_is_stub`)."""
+    module = types.ModuleType(namespace.get("__name__", f"notebook_{unit}"))
+    module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
+    return module
 
 
 def units_for(source: str, unit: str, namespace: dict | None = None) -> Units:
-    """The units a lesson's demo runs, as the lesson notebooks ask for them.
+    """The units a lesson's demo runs, as the lesson notebooks ask for them (the setup cell's SOURCE).
 
     Inputs:
-      source: "notebook" (the code written in the notebook for ``unit``, the
-        reference solutions for the other units, as :func:`load_units`
-        finds them), "solutions", or a folder.
+      source: "auto" (this notebook's code for ``unit`` once every answer cell
+        is filled in, else ``unit``'s file in the course's assignments/ folder:
+        a student's own, wherever the notebook is opened), "notebook" (the
+        notebook's code for ``unit``, filled in or not), "solutions", or a
+        folder (:func:`load_units`). With "auto" and "notebook" the other units
+        are the ones :func:`load_units` finds by default (the reference; in a
+        student's bundle, which has none, their own assignments/).
       unit: the lesson's unit.
-      namespace: the notebook's ``globals()`` (needed for "notebook").
+      namespace: the notebook's ``globals()`` (needed for "auto" and "notebook").
     """
-    if source != NOTEBOOK:
+    if source not in (NOTEBOOK, AUTO):
         return load_units(source)
     if namespace is None:
-        raise ValueError('units_for("notebook", ...) needs the notebook\'s globals()')
-    # Named as the notebook's own namespace, so its functions count as this module's (stubs_named).
-    module = types.ModuleType(namespace.get("__name__", f"notebook_{unit}"))
-    module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
+        raise ValueError(f'units_for("{source}", ...) needs the notebook\'s globals()')
+    module = _notebook_module(unit, namespace)
+    if source == AUTO:
+        course = demo_course()
+        mine = _folder_units(course, course.assignments).get(unit)
+        if mine is not None and not _written_here(module, mine):
+            where = f"{mine.__file__} (this notebook's answer cells are not all filled in)"
+            reference = load_units(None, **{unit: mine})
+            return Units(dict(reference), reference.source, course, {unit: where})
     return load_units(None, **{unit: module})
 
 
-def show(result: dict):
-    """Display a demo's PNG in a notebook (returns the IPython Image), or print its path."""
+def _written_here(module: types.ModuleType, stub: types.ModuleType) -> bool:
+    """Whether the notebook ``module`` defines every function and class the unit's file ``stub``
+    defines, none of them still a stub: the answer cells are all filled in."""
+    names = {name for name, value in vars(stub).items()
+             if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == stub.__name__}
+    defined = {value.__name__ for value in vars(module).values()
+               if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == module.__name__}
+    return names <= defined and not _is_stub(module)
+
+
+def code_for(source: str, unit: str, namespace: dict) -> dict:
+    """The definitions of ``unit`` that SOURCE picks (:func:`units_for`), as a namespace: what a
+    lesson's test cells test, so that they test the code its demos run (the notebook's ``globals()``
+    themselves when that is the notebook's code)."""
+    module = units_for(source, unit, namespace).need(unit)
+    return namespace if module.__name__ == namespace.get("__name__") and not getattr(module, "__file__", None) \
+        else vars(module)
+
+
+def show(result: dict) -> None:
+    """Display a demo's PNG, once, in a notebook (IPython's display; returns nothing, so that a
+    cell ending with it does not show the image a second time), or print its path without IPython."""
     try:
         from IPython.display import Image, display
     except ImportError:
         print(result["png"])
+        return
+    display(Image(filename=result["png"]))
+
+
+def run_and_show(name: str, out_dir, *, size: str = "full", units: Units | None = None) -> dict | None:
+    """What a lesson's demo cell does: run demo ``name``, show its plot once and return its numbers.
+    A unit that is still a stub is said in one line (which file, where the demo took it from) and
+    the demo returns None: the rest of the notebook still runs."""
+    from . import run_demo
+
+    try:
+        result = run_demo(name, out_dir, size=size, units=units)
+    except UnitNotImplemented as error:
+        print(f"{name}: not run yet: {error}")
         return None
-    image = Image(filename=result["png"])
-    display(image)
-    return image
+    show(result)
+    return result
 
 
 def length_axis(ax, lengths) -> None:

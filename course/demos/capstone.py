@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, demo, percent, pyplot, save, seeded
 
 NAME = "capstone"
 TITLE = "Long-range recall: LSTM vs Transformer"
@@ -122,3 +122,11 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     path = save(fig, out_dir, NAME)
     return {"distances": distances, "lstm": lstm, "transformer": transformer, "chance": 1 / NAMES,
             "steps": steps, "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json)."""
+    out = {f"lstm_{k}": percent(v) for k, v in zip(result["distances"], result["lstm"])}
+    out.update(transformer_min=percent(min(result["transformer"])), transformer_max=percent(max(result["transformer"])),
+               steps=str(result["steps"]))
+    return out

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, loglog_slope, median_time, pyplot, save, seeded
+from ._common import (Units, check_size, demo, loglog_slope, median_time, power_above, pyplot, quiet_stderr, save,
+                      seeded, sig)
 
 NAME = "efficient_memory"
 TITLE = "FlashAttention: the same output in O(n) memory"
@@ -26,7 +27,7 @@ def peak_bytes(fn) -> int:
     """The largest number of bytes live at once among those allocated while ``fn()`` runs (CPU)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_stderr(), torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     # An operator's own allocations are its self memory; frees are "[memory]" events (negative).
     changes = sorted((e.time_range.start, e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage)
@@ -101,3 +102,15 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     return {"lengths": lengths, "naive_bytes": naive_bytes, "tiled_bytes": tiled_bytes, "naive_slope": naive_slope,
             "tiled_slope": tiled_slope, "tiled_bytes_per_token": tiled_per_token, "max_difference": difference, "block": block,
             "cuda": on_cuda(units, block), "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json): bytes are
+    counted, the same on every machine for the same code."""
+    lengths, naive, tiled = result["lengths"], result["naive_bytes"], result["tiled_bytes"]
+    return {"shortest": str(lengths[0]), "longest": str(lengths[-1]), "block": str(result["block"]),
+            "naive_mib_shortest": sig(naive[0] / 2**20, 2), "naive_mib_longest": f"{naive[-1] / 2**20:.0f}",
+            "naive_ratio": f"{naive[-1] / naive[-2]:.1f}", "naive_slope": f"{result['naive_slope']:.2f}",
+            "tiled_kib_shortest": f"{tiled[0] / 2**10:.0f}", "tiled_kib_longest": f"{tiled[-1] / 2**10:.0f}",
+            "tiled_bytes_per_token": f"{result['tiled_bytes_per_token'][-1]:.0f}",
+            "max_difference_below": power_above(result["max_difference"])}

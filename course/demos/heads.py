@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save
+from ._common import Units, check_size, demo, percent, pyplot, save
 from .tiny_model import offset_weight, toy_batch, train_tiny_model
 
 NAME = "heads"
@@ -53,3 +53,10 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     path = save(fig, out_dir, NAME)
     return {"accuracy": trained.accuracy, "steps": steps, "back": [float(v) for v in back],
             "forward": [float(v) for v in forward], "maps": maps.tolist(), "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json): the head that
+    looks back most, and the one that looks forward most."""
+    return {"steps": str(result["steps"]), "accuracy": percent(result["accuracy"]),
+            "back": percent(max(result["back"])), "forward": percent(max(result["forward"]))}

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, cjk_font, demo, pyplot, save, seeded
+from ._common import Units, check_size, cjk_font, demo, magnitude, pyplot, save, seeded, sig
 
 NAME = "order"
 TITLE = "No order without positions"
@@ -86,3 +86,13 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     path = save(fig, out_dir, NAME)
     return {"words": list(WORDS), "difference": difference, "sentence_difference": sentence_difference,
             "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json). Without
+    positions the differences are float32 rounding, whose digits vary with the machine: only
+    their power of ten is quoted."""
+    none, sinusoidal, rope = (result["difference"][k] for k in ("no positions", "sinusoidal", "RoPE"))
+    return {"none_magnitude": magnitude(max(none)),
+            "sinusoidal_min": sig(min(sinusoidal), 2), "sinusoidal_max": sig(max(sinusoidal), 2),
+            "rope_min": sig(min(rope), 2), "rope_max": sig(max(rope), 2)}

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, demo, pyplot, save, sci, seeded
 
 NAME = "path_length"
 TITLE = "Attention's path is length 1"
@@ -75,3 +75,9 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     ax.legend()
     path = save(fig, out_dir, NAME)
     return {"distance": distance, "rnn": rnn_d, "attention": att_d, "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json)."""
+    return {"length": str(len(result["distance"])), "farthest": str(result["distance"][-1]),
+            "attention_farthest": sci(result["attention"][-1], 0), "rnn_farthest": sci(result["rnn"][-1], 0)}

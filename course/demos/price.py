@@ -82,7 +82,8 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     length_axis(ax1, time_lengths)
     ax1.set_xlabel("sequence length L")
     ax1.set_ylabel(f"forward time (ms, median of {REPEATS})")
-    ax1.set_title(f"Time on this machine (width {width}, {torch.get_num_threads()} thread(s))")
+    ax1.set_title(f"Time on this machine (width {width}, {torch.get_num_threads()} thread(s)): "
+                  f"attention x{att_s[-1] / att_s[-2]:.1f} at L = {time_lengths[-1]}")
     ax1.legend(loc="upper left")
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, "attention_bytes": att_bytes, "rnn_bytes": rnn_bytes,
@@ -91,3 +92,21 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
             "time_lengths": time_lengths, "attention_seconds": att_s, "rnn_seconds": rnn_s,
             "attention_time_ratios": [b / a for a, b in zip(att_s, att_s[1:])],
             "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json): memory is
+    counted, the same on every machine."""
+    att, rnn, lengths = result["attention_bytes"], result["rnn_bytes"], result["lengths"]
+    return {"attention_memory_ratio": f"{att[-1] / att[-2]:.2f}", "attention_memory_slope": f"{result['attention_memory_slope']:.2f}",
+            "rnn_memory_ratio": f"{rnn[-1] / rnn[-2]:.2f}", "longest": str(lengths[-1]), "before_longest": str(lengths[-2]),
+            "repeats": str(REPEATS), "time_longest": str(result["time_lengths"][-1])}
+
+
+def timings(result: dict) -> dict[str, tuple[float, str]]:
+    """The times the lessons quote, as ranges over runs: attention's time over the length before's,
+    and over the RNN's at the longest length."""
+    lengths, seconds = result["time_lengths"], result["attention_seconds"]
+    out = {f"attention_time_{n}_over_{m}": (b / a, "{:.1f}") for m, n, a, b in zip(lengths, lengths[1:], seconds, seconds[1:])}
+    out["attention_over_rnn"] = (seconds[-1] / result["rnn_seconds"][-1], "{:.1f}")
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, demo, pyplot, save, sci, seeded, sig
 
 NAME = "residual_depth"
 TITLE = "Residuals let depth train"
@@ -84,3 +84,12 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     ax.legend()
     path = save(fig, out_dir, NAME)
     return {"depths": depths, **curves, "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json)."""
+    out = {f"plain_{depth}": sci(value, 1) for depth, value in zip(result["depths"], result["no_residual"])}
+    residual = [v for k in ("pre_norm", "post_norm", "residual_only") for v in result[k]]
+    out.update(residual_min=sig(min(residual), 2), residual_max=sig(max(residual), 2),
+               deepest=str(result["depths"][-1]))
+    return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, demo, pyplot, save, sci, seeded, sig
 
 NAME = "rnn_decay"
 TITLE = "An RNN's signal decays with distance"
@@ -80,3 +80,14 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 def first_below(values: list[float], threshold: float) -> int | None:
     """The first distance (index) after 0 whose value is below ``threshold``, or None."""
     return next((d for d, v in enumerate(values) if d > 0 and v < threshold), None)
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json)."""
+    rnn = result["norms"]["tanh RNN"]
+    five, floor = result["five_percent"], result["float32_floor"]
+    return {"hidden": str(result["hidden"]),
+            "five_percent_rnn": str(five["tanh RNN"]), "five_percent_lstm": str(five["LSTM (forget bias 0)"]),
+            "five_percent_open_lstm": str(five["LSTM (forget bias 3)"]),
+            "rnn_at_60": sci(rnn[60], 0), "float32_floor_rnn": str(floor["tanh RNN"]),
+            "rnn_fall_in_10": sig(rnn[1] / rnn[11], 1)}

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, demo, pyplot, save, seeded, sig
 
 NAME = "scaling"
 TITLE = "Why divide by sqrt(d_k)"
@@ -101,3 +101,12 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     ax2.legend(fontsize=8, loc="lower left")
     path = save(fig, out_dir, NAME)
     return {"dims": dims, **result, "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json)."""
+    out = {}
+    for d, variance, scaled in zip(result["dims"], result["variance"], result["scaled_variance"]):
+        out[f"variance_{d}"] = sig(variance, 2) if variance < 100 else f"{variance:.0f}"
+        out[f"scaled_variance_{d}"] = f"{scaled:.2f}"
+    return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import Units, check_size, demo, pyplot, save, seeded
+from ._common import Units, check_size, demo, percent, pyplot, save, seeded
 
 NAME = "seq2seq"
 TITLE = "The fixed context vector is a bottleneck"
@@ -124,3 +124,11 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, **curves, "chance": 1 / SYMBOLS, "steps": steps, "hidden": hidden,
             "png": str(path)}
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json)."""
+    out = {"steps": str(result["steps"]), "hidden": str(result["hidden"])}
+    for n, fixed, attention in zip(result["lengths"], result["fixed_vector"], result["attention"]):
+        out[f"fixed_vector_{n}"], out[f"attention_{n}"] = percent(fixed), percent(attention)
+    return out

@@ -119,7 +119,7 @@ def _plot(out_dir, lengths, width, widths, m):
     length_axis(ax, lengths)
     ax.set_xlabel("sequence length L")
     ax.set_ylabel("kernels launched per forward pass (counted)")
-    per_token = (m["calls"]["rnn"][-1] - m["calls"]["rnn"][0]) / (lengths[-1] - lengths[0])
+    per_token = kernels_per_token(lengths, m["calls"]["rnn"])
     ax.set_title(f"1. Kernels: {per_token:.0f} per token, in a chain, vs {m['calls']['attention'][-1]} in all")
     ax.legend()
     ax = axes[0, 1]
@@ -136,7 +136,8 @@ def _plot(out_dir, lengths, width, widths, m):
     length_axis(ax, lengths)
     ax.set_xlabel("tokens N")
     ax.set_ylabel("time of one forward pass (ms, median)")
-    ax.set_title("3. The same tokens: a chain is slow, a batch is not")
+    ax.set_title(f"3. {lengths[-1]} tokens as one chain cost x{m['chain_seconds'][-1] / m['batch_seconds'][-1]:.0f} "
+                 f"the batch")
     ax.legend(fontsize=8)
     ax = axes[1, 1]
     ax.loglog(widths, [t * 1e6 for t in m["step_seconds"]], "o-", label="one RNN step (measured)")
@@ -145,7 +146,8 @@ def _plot(out_dir, lengths, width, widths, m):
     length_axis(ax, widths)
     ax.set_xlabel("hidden width H")
     ax.set_ylabel(f"time of one step, batch {WIDTH_RUN['batch']} (µs, median)")
-    ax.set_title("4. Width: x4 arithmetic, x4 time only when compute-bound")
+    ax.set_title(f"4. Width x2: x4 arithmetic; time x{m['step_seconds'][-1] / m['step_seconds'][-2]:.1f} "
+                 f"at H = {widths[-1]}")
     ax.legend(fontsize=8)
     return save(fig, out_dir, NAME)
 
@@ -173,3 +175,28 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
             "widths": widths, "step_seconds": m["step_seconds"],
             "width_slope": loglog_slope(widths[-2:], m["step_seconds"][-2:]),
             "gpu": gpu_gap(units, lengths[-1], width), "png": str(path)}
+
+
+def kernels_per_token(lengths, calls) -> float:
+    """The kernels the RNN launches per extra token."""
+    return (calls[-1] - calls[0]) / (lengths[-1] - lengths[0])
+
+
+def quotes(result: dict) -> dict[str, str]:
+    """The numbers the lessons quote from this demo (course/lessons/measured.json): kernels are
+    counted, the same on every machine for the same code."""
+    return {"rnn_kernels_per_token": f"{kernels_per_token(result['lengths'], result['rnn_calls']):.0f}",
+            "attention_kernels": str(result["attention_calls"][-1]),
+            "longest": str(result["lengths"][-1]), "chunk": str(CHUNK),
+            "sequences": str(result["lengths"][-1] // CHUNK)}
+
+
+def timings(result: dict) -> dict[str, tuple[float, str]]:
+    """The times the lessons quote, as ranges over runs: (value, format)."""
+    steps = dict(zip(result["widths"], result["step_seconds"]))
+    out = {"rnn_slope": (result["rnn_slope"], "{:.1f}"),
+           "chain_over_batch": (result["chain_seconds"][-1] / result["batch_seconds"][-1], "{:.0f}"),
+           "batch_growth": (result["batch_seconds"][-1] / result["batch_seconds"][0], "{:.1f}")}
+    for width in result["widths"][1:]:
+        out[f"step_{width}_over_{width // 2}"] = (steps[width] / steps[width // 2], "{:.1f}")
+    return out

@@ -13,8 +13,8 @@ Conventions (course API page, unit 3):
   * ``is_causal`` applies the bottom-right aligned causal mask, combined with the others;
   * a query with no key it may attend gets zero attention (and zero weights)
     before ``out_proj``, never NaN.
-Where the page is silent: ``key`` defaults to ``query`` and ``value`` to ``key``
-(so to ``query`` when both are omitted); a float ``key_padding_mask`` is added.
+As the page says, ``key`` defaults to ``query`` and ``value`` to ``key`` (so to
+``query`` when both are omitted). Where it is silent: a float ``key_padding_mask`` is added.
 """
 from __future__ import annotations
 

@@ -49,11 +49,11 @@ class MultiHeadAttention(nn.Module):
                 need_weights=True, average_attn_weights=True):
         self_attn = key is None and value is None
         key = query if key is None else key
-        value = query if value is None else value
+        value = key if value is None else value
         for name, t, d in zip(("query", "key", "value"), (query, key, value), self.dims):
             if t.ndim != 3 or t.size(-1) != d:
                 raise ValueError(f"{name} should be (batch, length, {d}); got {list(t.shape)}")
-        B, L, S = query.size(0), query.size(1), key.size(1)
+        B, S = query.size(0), key.size(1)
         if self_attn and self.dims[1] == self.dims[2] == self.dims[0]:
             packed_w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
             packed_b = None if self.q_proj.bias is None else torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])

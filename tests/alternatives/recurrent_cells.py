@@ -3,8 +3,6 @@ per-step re-rooted Jacobians for gradient_norms.
 
 Written from the API page alone; it must score full marks.
 """
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn

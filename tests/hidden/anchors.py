@@ -41,9 +41,6 @@ def check_gradients_of(subject, build, tensors, *, expect, **options):
 # through ``assert_close`` below, so the rule and its hint are written once.
 
 FLOAT64 = dict(atol=1e-10, rtol=1e-9)
-# How close a float32 computation of float64 inputs comes (a few float32 roundings): the
-# precision hint's test. Bugs that change a value by more (an eps, a GELU approximation) miss it.
-FLOAT32 = dict(atol=1e-6, rtol=1e-6)
 DOWNCAST = ("float64 input computed in lower precision? A computation may upcast but never downcast "
             "(API page): compute float64 inputs in float64.")
 
@@ -65,13 +62,32 @@ def proven_hint(got, expected, hints, *, atol, rtol) -> str | None:
     ``hints`` is [(wrong answer, advice)]; a wrong answer that also matches
     ``expected`` shows nothing on this input and is skipped. When two different
     bugs match, the counterexample cannot tell them apart and no hint is given.
-    The downcast of float64 (see ``DOWNCAST``) is one of the catalogued bugs.
+    The downcast of float64 (see ``DOWNCAST``) is one of the catalogued bugs, proven by
+    :func:`computed_in_float32`, not guessed from the size of the error.
     """
     found = {text for wrong, text in hints
              if differ(wrong, expected, atol, rtol) and not differ(got, wrong, atol, rtol)}
-    if got.dtype == torch.float64 and atol <= FLOAT64["atol"] and not differ(got, expected, **FLOAT32):
+    if computed_in_float32(got, expected):
         found.add(DOWNCAST)
     return found.pop() if len(found) == 1 else None
+
+
+def computed_in_float32(got, expected) -> bool:
+    """A float64 answer close to the right one whose every entry is a float32 number, one at least
+    needing more digits than float16 has, where the right answer is no float32 number: the work was
+    done in float32 and cast up at the end. (A float64 computation lands on a float32 number by
+    chance about once in 2**29; a small error alone, such as a slightly wrong scale, proves nothing,
+    and an answer far off, which may repeat float32 inputs, has another bug.)"""
+    def held_by(t, dtype):
+        return torch.eq(t.to(dtype).double(), t)
+
+    if not (got.dtype == expected.dtype == torch.float64 and got.shape == expected.shape):
+        return False
+    finite = got.isfinite()
+    return (bool(finite.any()) and bool(held_by(got[finite], torch.float32).all())
+            and not bool(held_by(got[finite], torch.float16).all())
+            and not bool(held_by(expected[expected.isfinite()], torch.float32).all())
+            and mismatch(got, expected, atol=1e-6, rtol=1e-5) is None)
 
 
 def _digits(g: float, e: float) -> int:
@@ -104,6 +120,11 @@ def assert_close(got, expected, *, atol=1e-5, rtol=1e-4, what="output", dtype=No
 
     ``hints`` is [(wrong answer, advice)] or a function returning it, called only on failure.
     """
+    if dtype == torch.float64 and isinstance(got, torch.Tensor) and got.dtype in (torch.float32, torch.bfloat16,
+                                                                                 torch.float16):
+        check_tensor(got, shape=expected.shape, what=what)  # a float64 answer held in fewer bits: proven
+        raise attach(AssertionError(f"{what}: expected dtype {dtype}, got {got.dtype}. Hint: {DOWNCAST}"),
+                     got=got, what=what)
     check_tensor(got, shape=expected.shape, dtype=dtype, what=what)
     if mismatch(got, expected, atol=atol, rtol=rtol) is None:
         return

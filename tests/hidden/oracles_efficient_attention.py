@@ -40,6 +40,46 @@ def attention_rows64(q, k, v, *, is_causal=False, rows=512):
     return torch.cat(out, dim=-2)
 
 
+@remembered
+def flash64(q, k, v, *, is_causal=False, scale=None, block_size=64, wrong=()):
+    """FlashAttention's forward in float64, tile by tile as the API page describes it (queries
+    ``block_size`` at a time; for each query tile the keys ``block_size`` at a time, up to the
+    tile's last visible key with ``is_causal``), to rebuild the known bugs of the online softmax
+    that ``wrong`` names: "acc" (the running output not rescaled when the running maximum rises),
+    "sum" (the running sum not rescaled), "local_cols" (a key tile's causal positions counted from
+    the tile's start), "last_tile" (only whole key tiles visited: the last, partial one dropped).
+    Without ``wrong`` it is attention64's output."""
+    q, k, v = q.double(), k.double(), v.double()
+    L, S = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    tiles = []
+    for q_start in range(0, L, block_size):
+        block = q[..., q_start:q_start + block_size, :]
+        first = q_start + S - L  # the absolute position of the tile's first query
+        rows = first + torch.arange(block.shape[-2]).unsqueeze(-1)  # (Bq, 1)
+        peak = torch.full((*batch, block.shape[-2], 1), float("-inf"), dtype=torch.float64)
+        total = torch.zeros_like(peak)
+        acc = torch.zeros((*batch, block.shape[-2], v.shape[-1]), dtype=torch.float64)
+        stop = min(S, first + block.shape[-2]) if is_causal else S
+        end = stop - block_size + 1 if "last_tile" in wrong else stop
+        for start in range(0, end, block_size):
+            key, value = k[..., start:start + block_size, :], v[..., start:start + block_size, :]
+            scores = block @ key.transpose(-2, -1) * scale
+            if is_causal:
+                cols = torch.arange(key.shape[-2]) + (0 if "local_cols" in wrong else start)
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            new_peak = torch.maximum(peak, scores.amax(dim=-1, keepdim=True))
+            shift = torch.where(torch.isfinite(new_peak), new_peak, torch.zeros_like(new_peak))
+            weights = torch.exp(scores - shift)
+            rescale = torch.exp(peak - shift)
+            total = (total if "sum" in wrong else total * rescale) + weights.sum(dim=-1, keepdim=True)
+            acc = (acc if "acc" in wrong else acc * rescale) + weights @ value
+            peak = new_peak
+        tiles.append(acc / torch.where(total > 0, total, torch.ones_like(total)))
+    return torch.cat(tiles, dim=-2)
+
+
 def gqa_state(E: int, H: int, Hkv: int, bias: bool, seed: int, *, dtype=torch.float32) -> dict:
     """A seeded state_dict for ``GroupedQueryAttention(E, H, Hkv, bias=bias)``."""
     kv = Hkv * (E // H)
@@ -117,18 +157,22 @@ def gqa64(state, H, Hkv, x, *, is_causal=True, rope_base=None, positions=None, w
 
 
 @remembered
-def decode64(state, H, Hkv, x, chunks, *, rope_base=None, restart=False):
+def decode64(state, H, Hkv, x, chunks, *, rope_base=None, restart=False, before_append=False):
     """A decoder's chunks with a cache, in float64: (output, keys, values) as ``gqa64``.
 
-    With ``restart`` each chunk's positions start again at 0 (a known bug); without, the
-    result is ``gqa64``'s causal pass.
+    With ``restart`` each chunk's positions start again at 0 (a known bug); with
+    ``before_append`` a chunk after the first attends (causally, bottom-right) to the cache as it
+    was before its own keys and values were appended (a known bug); without either, the result is
+    ``gqa64``'s causal pass.
     """
     outs, keys, values, start = [], [], [], 0
     for size in chunks:
         positions = torch.arange(size) if restart else torch.arange(start, start + size)
         q, k, v = project64(state, H, Hkv, x[:, start:start + size], positions, rope_base)
+        held = (torch.cat(keys, dim=2), torch.cat(values, dim=2)) if before_append and keys else None
         keys.append(k)
         values.append(v)
-        outs.append(attend64(state, H, Hkv, q, torch.cat(keys, dim=2), torch.cat(values, dim=2), is_causal=True))
+        attended = held or (torch.cat(keys, dim=2), torch.cat(values, dim=2))
+        outs.append(attend64(state, H, Hkv, q, *attended, is_causal=True))
         start += size
     return torch.cat(outs, dim=1), torch.cat(keys, dim=2), torch.cat(values, dim=2)

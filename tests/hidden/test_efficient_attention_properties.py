@@ -17,10 +17,26 @@ runs L = S = 4096 with block_size 128 under the per-call time limit. The tiling 
 every block size, including 1, must give unit 2's output, which the bugs of
 the online softmax (an unrescaled sum, a max taken after the exponent, an
 off-by-one causal tile, NaN from an empty tile) do not.
+
+Decisions (the API page, unit 6, says the same):
+  * GroupedQueryAttention is graded on the values it computes, never on which
+    functions it calls: it may use the siblings' stand-ins or compute its own
+    attention (with flash_attention, say); only the memory property looks inside
+    a call, and only at flash_attention.
+  * bfloat16 must accumulate in float32: a bfloat16 running sum over 4096 keys
+    drifts by percents, past bfloat16's tolerance.
+  * A call builds its objects afresh and calls one method of them, so a KVCache
+    is seen new (its buffers), after one append (its output and state_dict), or
+    through GroupedQueryAttention and decode_in_chunks (its length sets the
+    rotary positions). The other half of append's ValueError, a second append
+    that disagrees with what the cache holds, cannot be reached from a suite.
+
+A property that quotes the API page below its first line checks that sentence.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -28,10 +44,13 @@ from hypothesis import given, settings, strategies as st
 
 from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor
 from autograder.core.protocol import Call, New
-from anchors import assert_close, check_gradients_of, tolerance
+from anchors import assert_close, check_gradients_of, differ, tolerance
 from oracles_attention import attention64
-from oracles_efficient_attention import attention_rows64, decode64, gqa64, gqa_keys, gqa_state, repeated_state
+from oracles_efficient_attention import (
+    attention_rows64, decode64, flash64, gqa64, gqa_keys, gqa_state, repeated_state,
+)
 from oracles_multi_head import explicit_mha64
+from oracles_positional_encoding import rope64, table_atol
 from tensors import QKVShapes, batch_dims, randn, seeds
 
 pytestmark = pytest.mark.unit("efficient_attention")
@@ -47,6 +66,20 @@ SHAPE_CHECKS = (
 RESTART = "positions continue after the cache: the new tokens sit at cache.length + arange(L), not at arange(L)."
 TILE = ("query head h shares kv head h // (num_heads // num_kv_heads): consecutive query heads form a group "
         "(repeat_interleave), not every num_kv_heads-th head (repeat).")
+BEFORE_APPEND = ("append the new tokens' keys and values to the cache before attending: each new token attends to the "
+                 "cached tokens and to the new ones up to itself, its own key included, not to the cache as it was.")
+CACHE_REPEATS = ("the cache holds the num_kv_heads heads, (B, num_kv_heads, L, Dh): append the keys and values before "
+                 "repeat_kv, which repeats them for attention only (a cache of num_heads heads is num_heads / "
+                 "num_kv_heads times bigger).")
+# The online softmax's known bugs (flash64's ``wrong``), each with its advice.
+ACC_RESCALE = ("when a tile raises a row's running maximum from m_old to m_new, the running output acc must be rescaled "
+               "by exp(m_old - m_new) before the tile's weights @ v are added to it: acc was not rescaled.")
+SUM_RESCALE = ("when a tile raises a row's running maximum from m_old to m_new, the running sum l must be rescaled "
+               "by exp(m_old - m_new) before the tile's exp(score - m_new) are added to it: l was not rescaled.")
+LOCAL_COLUMNS = ("with is_causal, a key tile's positions are absolute (its start + arange(Bk)), not counted from the "
+                 "tile's start: query i sees key j <= i + S - L in every tile.")
+LAST_TILE = ("the last key tile may be partial: visit range(0, S, block_size) (with is_causal, up to the tile's last "
+             "visible key), the last tile holding the keys left over; only whole tiles were visited.")
 
 
 @st.composite
@@ -66,69 +99,92 @@ def make_qkv(shapes, seed, dtype=torch.float32, scale=1.0):
 blocks = st.integers(1, 5)
 
 
+def flash_hints(q, k, v, *, is_causal, block_size, scale=None):
+    """Known wrong outputs of the online softmax (``flash64`` with one bug each), each with the advice that
+    fixes it. An answer that is not finite everywhere is left out: it would match any other such answer."""
+    wrong = [(("acc",), ACC_RESCALE), (("sum",), SUM_RESCALE), (("last_tile",), LAST_TILE)]
+    if is_causal:
+        wrong.append((("local_cols",), LOCAL_COLUMNS))
+    hints = [(flash64(q, k, v, is_causal=is_causal, scale=scale, block_size=block_size, wrong=bug), text)
+             for bug, text in wrong]
+    return [(answer, text) for answer, text in hints if bool(answer.isfinite().all())]
+
+
 # -- flash_attention: values ---------------------------------------------------
 
 @pytest.mark.points(3)
 @given(shapes=qkv_shapes(), seed=seeds, block=blocks, is_causal=st.booleans())
 def test_flash_matches_reference(subject, shapes, seed, block, is_causal):
     """flash_attention equals a float64 reference of softmax(q k^T / sqrt(E)) v (any batch dims, any block size, is_causal)"""
+    # Checks: E1, E2.
     q, k, v = make_qkv(shapes, seed)
     got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block)
-    assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"flash_attention(block_size={block})")
+    assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"flash_attention(block_size={block})",
+                 hints=lambda: flash_hints(q, k, v, is_causal=is_causal, block_size=block))
 
 
 @pytest.mark.points(2)
 @given(shapes=qkv_shapes(), seed=seeds, data=st.data())
 def test_flash_every_block_size_gives_the_same_output(subject, shapes, seed, data):
     """tiling changes nothing: block sizes 1, b and at least max(L, S) give the same output as unit 2's attention"""
+    # Checks: E2.
     q, k, v = make_qkv(shapes, seed)
     _, L, S, _, _ = shapes
     is_causal = data.draw(st.booleans(), label="is_causal")
     expected = attention64(q, k, v, is_causal=is_causal)[0]
     for block in (1, data.draw(st.integers(2, 4), label="b"), max(L, S)):
         assert_close(subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block), expected,
-                     what=f"flash_attention(block_size={block}, is_causal={is_causal})")
+                     what=f"flash_attention(block_size={block}, is_causal={is_causal})",
+                     hints=lambda block=block: flash_hints(q, k, v, is_causal=is_causal, block_size=block))
 
 
 @pytest.mark.points(2)
 @given(shapes=qkv_shapes(), seed=seeds, block=blocks)
 def test_flash_causal_tiles_align_bottom_right(subject, shapes, seed, block):
     """with is_causal, query i sees keys j <= i + S - L in every tile, the diagonal included, whether or not L == S and the tiles divide the lengths"""
+    # Checks: E2.
     q, k, v = make_qkv(shapes, seed)
     assert_close(subject.call("flash_attention", q, k, v, is_causal=True, block_size=block), attention64(q, k, v, is_causal=True)[0],
-                 what=f"flash_attention(is_causal=True, block_size={block})")
+                 what=f"flash_attention(is_causal=True, block_size={block})",
+                 hints=lambda: flash_hints(q, k, v, is_causal=True, block_size=block))
 
 
 @pytest.mark.points(2)
 @given(batch=batch_dims, S=st.integers(1, 5), extra=st.integers(1, 5), E=st.integers(1, 4), seed=seeds, block=blocks)
 def test_flash_fully_masked_rows_give_zeros(subject, batch, S, extra, E, seed, block):
     """with is_causal and more queries than keys, the first L - S queries see no key: their output is zeros, not NaN, and the rest match the reference"""
+    # Checks: E3.
     L = S + extra
     q, k, v = make_qkv((batch, L, S, E, E), seed)
     got = check_tensor(subject.call("flash_attention", q, k, v, is_causal=True, block_size=block), shape=(*batch, L, E), what="output")
     if bool(got.isnan().any()):
         raise AssertionError(f"flash_attention gave NaN (rows with no visible key, or tiles with none, must give zeros; "
                              f"L={L}, S={S}, block_size={block})")
-    assert_close(got, attention64(q, k, v, is_causal=True)[0], what=f"flash_attention(is_causal=True, block_size={block})")
+    assert_close(got, attention64(q, k, v, is_causal=True)[0], what=f"flash_attention(is_causal=True, block_size={block})",
+                 hints=lambda: flash_hints(q, k, v, is_causal=True, block_size=block))
 
 
 @pytest.mark.points(2)
 @given(shapes=qkv_shapes(), seed=seeds, block=blocks, magnitude=st.sampled_from([30.0, 100.0]), is_causal=st.booleans())
 def test_flash_large_scores_stay_finite(subject, shapes, seed, block, magnitude, is_causal):
     """float64 scores of magnitude 1e3 to 1e4, far past exp's overflow, give a finite output equal to the reference (each tile's exponent is taken after its maximum is subtracted)"""
+    # Checks: E2, E6.
     # float64: in float32 a score of 1e4 is only known to about 1e-3, and the softmax with it.
     q, k, v = make_qkv(shapes, seed, dtype=torch.float64, scale=magnitude)
     assert_close(subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block), attention64(q, k, v, is_causal=is_causal)[0],
-                 what=f"flash_attention of large scores (block_size={block})", dtype=torch.float64, **tolerance(torch.float64))
+                 what=f"flash_attention of large scores (block_size={block})", dtype=torch.float64, **tolerance(torch.float64),
+                 hints=lambda: flash_hints(q, k, v, is_causal=is_causal, block_size=block))
 
 
 @pytest.mark.points(1)
 @given(shapes=qkv_shapes(), seed=seeds, block=blocks, scale=st.floats(0.05, 3.0))
 def test_flash_custom_scale_is_honoured(subject, shapes, seed, block, scale):
     """an explicit scale replaces 1/sqrt(E)"""
+    # Checks: E2.
     q, k, v = make_qkv(shapes, seed)
     assert_close(subject.call("flash_attention", q, k, v, scale=scale, block_size=block), attention64(q, k, v, scale=scale)[0],
-                 what=f"flash_attention(scale={scale:.3g})")
+                 what=f"flash_attention(scale={scale:.3g})",
+                 hints=lambda: flash_hints(q, k, v, is_causal=False, block_size=block, scale=scale))
 
 
 @pytest.mark.points(2)
@@ -136,6 +192,7 @@ def test_flash_custom_scale_is_honoured(subject, shapes, seed, block, scale):
 @given(seed=seeds)
 def test_flash_long_sequence_within_the_time_limit(subject, seed):
     """a causal L = S = 4096 sequence with block_size 128 runs within the call's time limit and matches the reference (values only: a call cannot show the memory it used)"""
+    # Checks: E2.
     shapes = ((1,), 4096, 4096, 8, 8)
     q, k, v = make_qkv(shapes, seed)
     got = subject.call("flash_attention", q, k, v, is_causal=True, block_size=128)
@@ -146,6 +203,7 @@ def test_flash_long_sequence_within_the_time_limit(subject, seed):
 @given(is_causal=st.booleans())
 def test_flash_never_materializes_the_score_matrix(subject, is_causal):
     """with L = S = 512 and block_size 64, flash_attention gives the right values and no tensor it makes holds a quarter of the L x S scores (the grader counts the elements of every storage an operator returns, in the very call whose values it checks)"""
+    # Checks: E2, E4.
     L = 512  # 64 tiles of (64, 64) scores; the whole table would be 262144 elements
     q, k, v = make_qkv(((1,), L, L, 8, 8), 0)
     result = subject.run(Call(subject.unit, "flash_attention", (q, k, v), {"is_causal": is_causal, "block_size": 64},
@@ -164,6 +222,7 @@ def test_flash_never_materializes_the_score_matrix(subject, is_causal):
 @given(shapes=qkv_shapes(max_len=5, max_dim=3), seed=seeds, block=st.integers(1, 3), is_causal=st.booleans())
 def test_flash_gradients_match_finite_differences(subject, shapes, seed, block, is_causal):
     """float64 outputs are right to float64 precision, and the gradients with respect to query, key and value, through the tiles, agree with finite differences (float64 gradcheck)"""
+    # Checks: E5, G7.
     q, k, v = make_qkv(shapes, seed, dtype=torch.float64)
 
     def build(tensors, grad_outputs):
@@ -180,6 +239,7 @@ def test_flash_gradients_match_finite_differences(subject, shapes, seed, block, 
        is_causal=st.booleans())
 def test_flash_dtype_is_preserved(subject, shapes, seed, dtype, block, is_causal):
     """float64 and bfloat16 inputs give an output of the same dtype; float64 is right to float64 precision, bfloat16 within bfloat16 tolerance"""
+    # Checks: E1, G4, G7.
     q, k, v = make_qkv(shapes, seed, dtype=dtype)
     got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block)
     assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"{dtype} output", dtype=dtype,
@@ -191,6 +251,7 @@ def test_flash_dtype_is_preserved(subject, shapes, seed, dtype, block, is_causal
 @given(seed=seeds, is_causal=st.booleans())
 def test_flash_runs_on_meta_device(subject, seed, is_causal):
     """flash_attention runs on the meta device (every tensor it creates is on the input's device), here with L = S = 16384 and block_size 2048"""
+    # Checks: G3, G4.
     q, k, v = make_qkv(((1,), 16384, 16384, 4, 4), seed)
     out = subject.run(Call(subject.unit, "flash_attention", (q, k, v), {"is_causal": is_causal, "block_size": 2048},
                            device="meta")).output
@@ -202,7 +263,12 @@ def test_flash_runs_on_meta_device(subject, seed, is_causal):
 @pytest.mark.points(1)
 @given(shapes=qkv_shapes(), seed=seeds, extra=st.integers(1, 3))
 def test_flash_bad_shapes_raise_value_error(subject, shapes, seed, extra):
-    """mismatched sizes (query and key widths, key and value lengths) raise ValueError naming both sizes, and so does block_size < 1"""
+    """mismatched sizes (query and key widths, key and value lengths) raise ValueError naming both sizes, and so do a query, key or value of rank < 2 and block_size < 1
+
+    API page, unit 6: "Bad sizes (rank < 2, query's E != key's, key's S != value's) and `block_size < 1`
+    raise `ValueError` naming the sizes."
+    """
+    # Checks: E8.
     q, k, v = make_qkv(shapes, seed)
     E, S = q.shape[-1], k.shape[-2]
     k_wide = randn((*k.shape[:-1], E + extra), seed)
@@ -210,17 +276,112 @@ def test_flash_bad_shapes_raise_value_error(subject, shapes, seed, extra):
     assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, k_wide, v)), "ValueError", mentions=(E, E + extra))
     assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, k, v_long)), "ValueError", mentions=(S, S + extra))
     assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, k, v), {"block_size": 0}), "ValueError")
+    for i in range(3):  # query, key, value in turn a single vector (its last dim only)
+        args = [q, k, v]
+        args[i] = randn(args[i].shape[-1:], seed + 5)
+        assert_raises(subject.run, Call(subject.unit, "flash_attention", tuple(args)), "ValueError")
 
 
 @pytest.mark.points(1)
 @given(shapes=qkv_shapes(), seed=seeds, block=blocks, is_causal=st.booleans())
 def test_flash_noncontiguous_inputs_left_unmodified(subject, shapes, seed, block, is_causal):
     """non-contiguous inputs work, and no input is modified in place"""
+    # Checks: G6.
     q, k, v = make_qkv(shapes, seed)
     result = subject.run(Call(subject.unit, "flash_attention", (q, k, v), {"is_causal": is_causal, "block_size": block},
                               noncontiguous=True))
     assert_unmodified(result)
     assert_close(result.output, attention64(q, k, v, is_causal=is_causal)[0])
+
+
+class Batches(NamedTuple):
+    """A counterexample's leading dims, labelled (its repr is what a student reads)."""
+    query: tuple
+    key: tuple
+    value: tuple
+
+
+@st.composite
+def broadcast_batches(draw):
+    """Batch shapes of query, key and value that differ but broadcast together (as in ``matmul``):
+    each is one of (b1, b2), (b1, 1), (1, b2), (b2,) or (), not all three the same."""
+    b1, b2 = draw(st.integers(2, 3), label="b1"), draw(st.integers(2, 3), label="b2")
+    kinds = {"full": (b1, b2), "rows": (b1, 1), "cols": (1, b2), "tail": (b2,), "none": ()}
+    names = st.sampled_from(sorted(kinds))
+    picked = draw(st.tuples(names, names, names).filter(lambda t: len(set(t)) > 1), label="batches (query, key, value)")
+    return Batches(*(kinds[name] for name in picked))
+
+
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(batches=broadcast_batches(), L=st.integers(1, 5), S=st.integers(1, 5), E=st.integers(1, 4), Ev=st.integers(1, 3),
+       seed=seeds, block=blocks, is_causal=st.booleans())
+def test_flash_leading_dims_broadcast(subject, batches, L, S, E, Ev, seed, block, is_causal):
+    """query, key and value with different leading dims that broadcast (as in matmul) give the broadcast output, equal to the reference
+
+    API page, unit 6: "`query (..., L, E)`, `key (..., S, E)`, `value (..., S, Ev)` (leading dims broadcast
+    as in `matmul`); `output (..., L, Ev)`".
+    """
+    # Checks: E1.
+    qb, kb, vb = batches
+    q, k, v = randn((*qb, L, E), seed), randn((*kb, S, E), seed + 1), randn((*vb, S, Ev), seed + 2)
+    batch = torch.broadcast_shapes(qb, kb, vb)
+    got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block)
+    check_tensor(got, shape=(*batch, L, Ev), what=f"output for query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}")
+    assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"flash_attention(block_size={block})")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(batch=batch_dims, L=st.integers(1, 6), S=st.integers(1, 9), seed=seeds, block=blocks, is_causal=st.booleans(),
+       offset=st.sampled_from([384.0, 512.0]), dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_flash_rows_of_very_negative_scores_match_reference(subject, batch, L, S, seed, block, is_causal, offset, dtype):
+    """rows whose scores all lie below -5e4 (about -7e4 to -1.3e5) are normalised like any others: the output equals the reference, in float32 and float64
+
+    API page, unit 6: "It equals unit 2's `scaled_dot_product_attention(...)[0]` for every input and every
+    `block_size >= 1`, [...] scores of any magnitude included (a row whose scores all lie below `-5e4` is
+    normalised like any other: start the running maximum at `-inf`, not at a finite sentinel the scores can
+    lie under)".
+    """
+    # Checks: E2.
+    # E = 4, so the default scale is 1/2. Feature 0 is +offset in every query and -offset in every key, so each
+    # score is -offset**2 / 2 plus half of a small part made of the other features, multiples of 1/2 in [-2, 2]:
+    # every score is exact in float32 in whatever order its sum is taken, and differs from its row's others by
+    # a few units (the softmax is far from one-hot).
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randint(-4, 5, (*batch, L, 4), generator=gen).to(dtype) / 2
+    k = torch.randint(-4, 5, (*batch, S, 4), generator=gen).to(dtype) / 2
+    q[..., 0], k[..., 0] = offset, -offset
+    v = randn((*batch, S, 3), seed + 2, dtype=dtype)
+    # In float32 a log-sum-exp near -1e5 is itself known only to about 1e-2 (its ulp is 2^-6), so a correct
+    # formulation that normalises by it (exp(score - lse)) is off by up to about 1%: float32 admits that.
+    tol = tolerance(dtype, atol=2e-2, rtol=2e-2)
+    got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=block)
+    assert_close(got, attention64(q, k, v, is_causal=is_causal)[0], what=f"{dtype} output for scores near {-offset ** 2 / 2:g}",
+                 dtype=dtype, **tol)
+
+
+@pytest.mark.points(2)
+@settings(max_examples=2)
+@given(seed=seeds, is_causal=st.booleans())
+def test_flash_bfloat16_accumulates_in_float32_over_4096_keys(subject, seed, is_causal):
+    """bfloat16 queries, keys and values over S = 4096 keys, block_size 16, give the reference within bfloat16 tolerance (running sums kept in float32; bfloat16 ones drift by percents)
+
+    API page, unit 6: "bfloat16 inputs must accumulate in float32 (the running `m`, `l` and `acc`, or whatever
+    running sums another formulation keeps: a bfloat16 running sum over thousands of keys drifts by percents);
+    the output is bfloat16."
+    """
+    # Checks: E7.
+    # Diffuse attention (queries of scale 1/2) over values of mean 3: each of the 256 key tiles adds a little
+    # to sums of hundreds, which bfloat16's 8 bits round away (the error reaches 10% of the output and more), while
+    # float32 sums stay within bfloat16's rounding of the output.
+    L, S, E = 32, 4096, 8
+    q = randn((1, L, E), seed, dtype=torch.bfloat16, scale=0.5)
+    k = randn((1, S, E), seed + 1, dtype=torch.bfloat16)
+    v = (randn((1, S, E), seed + 2, dtype=torch.float64) + 3.0).to(torch.bfloat16)
+    got = subject.call("flash_attention", q, k, v, is_causal=is_causal, block_size=16)
+    assert_close(got, attention_rows64(q, k, v, is_causal=is_causal), what="bfloat16 output over 4096 keys",
+                 dtype=torch.bfloat16, **tolerance(torch.bfloat16, atol=3e-2, rtol=3e-2))
 
 
 # -- repeat_kv ----------------------------------------------------------------------
@@ -229,11 +390,39 @@ def test_flash_noncontiguous_inputs_left_unmodified(subject, shapes, seed, block
 @given(B=st.integers(1, 2), Hkv=st.integers(1, 3), G=st.integers(1, 3), S=st.integers(1, 4), Dh=st.integers(1, 3), seed=seeds)
 def test_repeat_kv_shares_consecutive_heads(subject, B, Hkv, G, S, Dh, seed):
     """repeat_kv(x, G) has Hkv * G heads, head h being x's head h // G"""
+    # Checks: E9.
     x = randn((B, Hkv, S, Dh), seed)
     got = subject.call("repeat_kv", x, G)
     expected = x[:, torch.arange(Hkv * G) // G]
     assert_close(got, expected, atol=0, rtol=0, what=f"repeat_kv(x, {G})",
                  hints=[(x[:, torch.arange(Hkv * G) % Hkv], TILE)])
+
+
+# -- rotate_pairs -------------------------------------------------------------------
+
+HALF = ("pairs are interleaved, (x[2i], x[2i+1]) as in RoFormer and LLaMA (unit 4's apply_rope); "
+        "not (x[i], x[i + D/2]) (the rotate-half layout).")
+
+
+@pytest.mark.points(2)
+@settings(max_examples=10)
+@given(batch=batch_dims, L=st.integers(1, 6), D=st.integers(1, 6).map(lambda n: 2 * n), seed=seeds,
+       base=st.sampled_from([10000.0, 500.0]), max_position=st.sampled_from([10, 1000]),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_rotate_pairs_matches_apply_rope(subject, batch, L, D, seed, base, max_position, dtype):
+    """rotate_pairs(x, positions, base=base) is unit 4's apply_rope: pair (x[..., l, 2i], x[..., l, 2i+1]) turns by positions[l] * base^(-2i/D)
+
+    API page, unit 6: "`rotate_pairs(x, positions, *, base=10000.0) -> Tensor`: unit 4's
+    `apply_rope(x, positions, base=base)` with `x (..., L, D)`, D even, and `positions (L,)` long";
+    unit 4: "rotates each interleaved pair `(x[..., 2i], x[..., 2i+1])` by the angle `pos * base**(-2i/D)`".
+    """
+    # Checks: E10.
+    x = randn((*batch, L, D), seed, dtype=dtype)
+    positions = torch.randint(0, max_position, (L,), generator=torch.Generator().manual_seed(seed))
+    got = subject.call("rotate_pairs", x, positions, base=base)
+    tol = tolerance(dtype, atol=table_atol(max_position) * max(1.0, float(x.abs().max())), rtol=0.0)
+    assert_close(got, rope64(x, positions, base), what=f"rotate_pairs(x, positions, base={base:g})", dtype=dtype,
+                 hints=[(rope64(x, positions, base, layout="half"), HALF)], **tol)
 
 
 # -- GroupedQueryAttention ------------------------------------------------------------
@@ -294,6 +483,7 @@ def chunkings(draw, L: int):
 @given(cfg=configs())
 def test_gqa_parameter_names_and_shapes(subject, cfg):
     """the parameters are q_proj (E->E), k_proj and v_proj (E->num_kv_heads*Dh), out_proj (E->E), with biases unless bias=False"""
+    # Checks: E16.
     state = subject.run(Call(subject.unit, cfg.recipe(None), method="state_dict")).output
     got = {name: tuple(t.shape) for name, t in state.items()}
     want = gqa_keys(cfg.E, cfg.H, cfg.Hkv, cfg.bias)
@@ -306,6 +496,7 @@ def test_gqa_parameter_names_and_shapes(subject, cfg):
 @given(cfg=configs(rope=False), seed=seeds, is_causal=st.booleans())
 def test_gqa_equals_mha_with_repeated_kv_heads(subject, cfg, seed, is_causal):
     """grouped-query attention equals unit 3's multi-head attention whose k_proj and v_proj rows are each kv head repeated for its group (num_kv_heads=1: multi-query)"""
+    # Checks: E18, E19, E22, E23, E24.
     state, x = cfg.state(seed), cfg.x(seed + 3)
     got = subject.call(cfg.recipe(state), x, is_causal=is_causal)
     expected, _ = explicit_mha64(repeated_state(state, cfg.H, cfg.Hkv), cfg.H, x, is_causal=is_causal)
@@ -317,6 +508,7 @@ def test_gqa_equals_mha_with_repeated_kv_heads(subject, cfg, seed, is_causal):
 @given(cfg=configs(rope=True), seed=seeds)
 def test_gqa_rotary_matches_reference(subject, cfg, seed):
     """with rope_base, queries and keys of every head are rotated (unit 4's interleaved pairs) at positions 0..L-1 before attention"""
+    # Checks: E18, E20.
     state, x = cfg.state(seed), cfg.x(seed + 3)
     got = subject.call(cfg.recipe(state), x)
     assert_close(got, cfg.oracle(state, x)[0], what=f"output with rope_base={cfg.rope_base}")
@@ -326,6 +518,7 @@ def test_gqa_rotary_matches_reference(subject, cfg, seed):
 @given(cfg=configs(rope=True, min_len=2), seed=seeds, data=st.data())
 def test_gqa_explicit_positions_are_used(subject, cfg, seed, data):
     """positions= gives the new tokens' absolute positions for the rotary embedding (here with gaps between them)"""
+    # Checks: E20.
     # Rotary attention sees only differences of positions: a shift of all of them changes nothing, gaps do.
     gaps = data.draw(st.lists(st.integers(1, 5), min_size=cfg.L, max_size=cfg.L), label="gaps")
     positions = torch.tensor(gaps).cumsum(0)
@@ -338,12 +531,14 @@ def test_gqa_explicit_positions_are_used(subject, cfg, seed, data):
 @given(cfg=configs(max_len=8), seed=seeds, data=st.data())
 def test_decode_in_chunks_equals_full_causal_pass(subject, cfg, seed, data):
     """a prompt, then steps of one token or chunks of any size, with one cache: the outputs equal one full causal pass"""
+    # Checks: E21, E26, E27.
     chunks = data.draw(chunkings(cfg.L), label="chunk_sizes")
     state, x = cfg.state(seed), cfg.x(seed + 3)
     got = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
     if not (isinstance(got, tuple) and len(got) == 3):
         raise AssertionError("decode_in_chunks must return a tuple (output, keys, values)")
-    hints = [(decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, restart=True)[0], RESTART)]
+    hints = [(decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, restart=True)[0], RESTART),
+             (decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, before_append=True)[0], BEFORE_APPEND)]
     assert_close(got[0], cfg.oracle(state, x)[0], what=f"output decoded in chunks {chunks}", hints=hints)
 
 
@@ -351,11 +546,13 @@ def test_decode_in_chunks_equals_full_causal_pass(subject, cfg, seed, data):
 @given(cfg=configs(rope=True, min_len=2), seed=seeds, data=st.data())
 def test_decode_positions_continue_after_the_prompt(subject, cfg, seed, data):
     """with a rotary embedding, token-by-token decoding after a prompt equals the full pass: each new token's position continues from the cache's length"""
+    # Checks: E20, E27.
     prompt = data.draw(st.integers(1, cfg.L - 1), label="prompt")
     chunks = [prompt] + [1] * (cfg.L - prompt)
     state, x = cfg.state(seed), cfg.x(seed + 3)
     got = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
-    hints = [(decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, restart=True)[0], RESTART)]
+    hints = [(decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, restart=True)[0], RESTART),
+             (decode64(state, cfg.H, cfg.Hkv, x, chunks, rope_base=cfg.rope_base, before_append=True)[0], BEFORE_APPEND)]
     assert_close(got[0], cfg.oracle(state, x)[0], what=f"output decoded as a prompt of {prompt} then single tokens",
                  hints=hints)
 
@@ -364,6 +561,7 @@ def test_decode_positions_continue_after_the_prompt(subject, cfg, seed, data):
 @given(cfg=configs(max_len=6), seed=seeds, data=st.data())
 def test_decode_cache_holds_num_kv_heads(subject, cfg, seed, data):
     """after decoding, the cache holds every token's keys (rotated, with rope_base) and values for num_kv_heads heads, (B, num_kv_heads, L, Dh), in order"""
+    # Checks: E25, E28.
     chunks = data.draw(chunkings(cfg.L), label="chunk_sizes")
     state, x = cfg.state(seed), cfg.x(seed + 3)
     _, keys, values = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
@@ -371,8 +569,13 @@ def test_decode_cache_holds_num_kv_heads(subject, cfg, seed, data):
     for name, got, want in (("keys", keys, k), ("values", values, v)):
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
             shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            # A known wrong cache of another shape: proven when the answer equals it.
+            known = [(want.repeat_interleave(cfg.H // cfg.Hkv, dim=1), CACHE_REPEATS)]
+            proven = [text for wrong, text in known if isinstance(got, torch.Tensor) and got.shape == wrong.shape
+                      and not differ(got, wrong, 1e-5, 1e-4)]
             raise AssertionError(f"the cache's {name} after decoding {chunks}: got {shape}, expected (B, num_kv_heads, L, Dh) = "
-                                 f"{tuple(want.shape)}; the cache stores the num_kv_heads heads, repeated only for attention")
+                                 f"{tuple(want.shape)}; the cache stores the num_kv_heads heads, repeated only for attention"
+                                 + (f". Hint: {proven[0]}" if proven else ""))
         assert_close(got, want, what=f"the cache's {name} after decoding {chunks}")
 
 
@@ -381,6 +584,7 @@ def test_decode_cache_holds_num_kv_heads(subject, cfg, seed, data):
 @given(cfg=configs(max_len=4), seed=seeds, is_causal=st.booleans())
 def test_gqa_gradients_match_finite_differences(subject, cfg, seed, is_causal):
     """float64 outputs are right to float64 precision, and the gradient with respect to the input agrees with finite differences (float64 gradcheck)"""
+    # Checks: G7.
     # float32 values in float64: the module's float32 parameters load them exactly, then become float64.
     state = {name: t.double() for name, t in cfg.state(seed).items()}
     x = cfg.x(seed + 3, dtype=torch.float64)
@@ -399,6 +603,7 @@ def test_gqa_gradients_match_finite_differences(subject, cfg, seed, is_causal):
 @given(cfg=configs(min_len=2), seed=seeds)
 def test_gqa_decodes_on_meta_device(subject, cfg, seed):
     """decoding with a cache runs on the meta device (positions and every other tensor are created on the input's device)"""
+    # Checks: G3, G4.
     state, x = cfg.state(seed), cfg.x(seed + 3)
     chunks = [1] * cfg.L
     out, keys, values = subject.run(Call(subject.unit, "decode_in_chunks", (cfg.recipe(state), x, chunks), device="meta")).output
@@ -410,10 +615,128 @@ def test_gqa_decodes_on_meta_device(subject, cfg, seed):
 @pytest.mark.points(1)
 @given(Hkv=st.integers(2, 4), extra=st.integers(0, 2), Dh=st.integers(1, 3))
 def test_gqa_bad_sizes_raise_value_error(subject, Hkv, extra, Dh):
-    """num_heads not divisible by num_kv_heads raises ValueError naming both, as does embed_dim not divisible by num_heads"""
+    """num_heads not divisible by num_kv_heads raises ValueError naming both, as do embed_dim not divisible by num_heads and, with rope_base, an odd head dim (naming embed_dim and num_heads)
+
+    API page, unit 6: "`embed_dim % num_heads`, `num_heads % num_kv_heads` (and, with `rope_base`, an odd
+    `Dh`) raise `ValueError` naming both sizes."
+    """
+    # Checks: E17.
     H = Hkv + 1 + extra % (Hkv - 1)  # H % Hkv is 1 .. Hkv - 1
     x = randn((1, 2, H * Dh), 0)
     assert_raises(subject.run, Call(subject.unit, New("GroupedQueryAttention", (H * Dh, H, Hkv)), (x,)), "ValueError",
                   mentions=(H, Hkv))
     assert_raises(subject.run, Call(subject.unit, New("GroupedQueryAttention", (H * Dh + 1, H, 1)), (x,)), "ValueError",
                   mentions=(H * Dh + 1, H))
+    odd = H * (2 * Dh + 1)  # head dim 2 * Dh + 1, odd: no interleaved pairs to rotate
+    recipe = New("GroupedQueryAttention", (odd, H, 1), {"rope_base": 10000.0})
+    assert_raises(subject.run, Call(subject.unit, recipe, (randn((1, 2, odd), 0),)), "ValueError", mentions=(odd, H))
+
+
+# -- KVCache and decode_in_chunks: the contract ----------------------------------------
+
+@pytest.mark.points(1)
+@settings(max_examples=5)
+@given(cfg=configs(rope=True), seed=seeds)
+def test_kv_cache_is_empty_until_the_first_append(subject, cfg, seed):
+    """a new KVCache holds no tensor (keys and values are None, not empty tensors) and has length 0: attention with a new cache rotates the tokens from position 0
+
+    API page, unit 6: "`KVCache()` is empty; `keys` and `values` are `None`, then `(B, Hkv, S, Dh)` and
+    `(B, Hkv, S, Dv)`"; "`length` (property) is S, 0 while empty"; GroupedQueryAttention's positions
+    default to "`P + arange(L)` where `P = cache.length`".
+    """
+    # Checks: E11, E13, E20.
+    result = subject.run(Call(subject.unit, New("KVCache"), method="state_dict", return_state=True))
+    held = {name: tuple(t.shape) for name, t in (result.buffers or {}).items() if name in ("keys", "values")}
+    if held:
+        raise AssertionError(f"a new KVCache holds the buffers {held}: keys and values are None until the first "
+                             "append (register_buffer(name, None, persistent=False)), not empty tensors")
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call(cfg.recipe(state), x, cache=New("KVCache"))
+    assert_close(got, cfg.oracle(state, x)[0], what="output with a new cache (positions 0 .. L-1)")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=5)
+@given(B=st.integers(1, 2), Hkv=st.integers(1, 3), T=st.integers(1, 4), Dh=st.integers(1, 4), Dv=st.integers(1, 4),
+       seed=seeds)
+def test_kv_cache_is_not_in_state_dict(subject, B, Hkv, T, Dh, Dv, seed):
+    """after an append, KVCache returns the keys and values it holds, and its state_dict is still empty (non-persistent buffers)
+
+    API page, unit 6: "(non-persistent buffers, so `.to(device)` moves them and no `state_dict` holds them)".
+    """
+    # Checks: E12, E14.
+    k, v = randn((B, Hkv, T, Dh), seed), randn((B, Hkv, T, Dv), seed + 1)
+    result = subject.run(Call(subject.unit, New("KVCache"), (k, v), method="append", return_state=True))
+    keys, values = result.output
+    assert_close(keys, k, atol=0, rtol=0, what="keys returned by the first append")
+    assert_close(values, v, atol=0, rtol=0, what="values returned by the first append")
+    if result.state:
+        stored = {name: tuple(t.shape) for name, t in result.state.items()}
+        raise AssertionError(f"after append, KVCache's state_dict holds {stored}; it must hold nothing: keys and values "
+                             "are non-persistent buffers (register_buffer(name, None, persistent=False)), so that "
+                             ".to(device) moves them and no model's state_dict carries the cache")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=6)
+@given(B=st.integers(1, 2), Hkv=st.integers(1, 3), T=st.integers(1, 4), Dh=st.integers(1, 4), Dv=st.integers(1, 4),
+       which=st.sampled_from(["B", "Hkv", "T"]), extra=st.integers(1, 2), seed=seeds)
+def test_kv_cache_append_rejects_disagreeing_shapes(subject, B, Hkv, T, Dh, Dv, which, extra, seed):
+    """KVCache.append raises ValueError naming both sizes when key and value disagree on B, num_kv_heads or T, and when they are not 4-D; agreeing shapes are appended
+
+    API page, unit 6: "`append(key, value) -> (keys, values)`: `key (B, Hkv, T, Dh)`, `value (B, Hkv, T, Dv)`
+    [...] shapes that disagree with each other or with the cache raise `ValueError`."
+    """
+    # Checks: E14, E15.
+    k, v = randn((B, Hkv, T, Dh), seed), randn((B, Hkv, T, Dv), seed + 1)
+    keys, values = subject.run(Call(subject.unit, New("KVCache"), (k, v), method="append")).output
+    assert_close(keys, k, atol=0, rtol=0, what="keys returned by the first append")  # a constant cache fails here
+    assert_close(values, v, atol=0, rtol=0, what="values returned by the first append")
+    dim = ("B", "Hkv", "T").index(which)
+    shape = list(v.shape)
+    shape[dim] += extra
+    bad = randn(shape, seed + 2)
+    assert_raises(subject.run, Call(subject.unit, New("KVCache"), (k, bad), method="append"), "ValueError",
+                  mentions=(k.shape[dim], bad.shape[dim]))
+    assert_raises(subject.run, Call(subject.unit, New("KVCache"), (k[0], v[0]), method="append"), "ValueError")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=6)
+@given(cfg=configs(rope=True, min_len=3), seed=seeds, data=st.data())
+def test_kv_cache_length_counts_tokens(subject, cfg, seed, data):
+    """KVCache.length is the number of tokens held (S, dim -2 of keys), not the batch size, kv heads or head width: each decoding step after a prompt rotates its token at cache.length
+
+    API page, unit 6: "`length` (property) is S, 0 while empty"; GroupedQueryAttention's positions default
+    to "`P + arange(L)` where `P = cache.length`".
+    """
+    # Checks: E13, E20.
+    prompt = data.draw(st.integers(1, cfg.L - 2), label="prompt")  # two steps at least: length must grow
+    chunks = [prompt] + [1] * (cfg.L - prompt)
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
+    assert_close(got[0], cfg.oracle(state, x)[0], what=f"output decoded in chunks {chunks}")
+
+
+@pytest.mark.points(1)
+@settings(max_examples=6)
+@given(cfg=configs(max_len=6, min_len=2), seed=seeds, data=st.data())
+def test_decode_in_chunks_rejects_bad_chunk_sizes(subject, cfg, seed, data):
+    """decode_in_chunks raises ValueError for chunk sizes that are not positive (a 0, or a negative one, though they sum to L) or do not sum to L; right sizes decode as the full pass
+
+    API page, unit 6: "Sizes that are not positive or do not sum to L raise `ValueError`."
+    """
+    # Checks: E29.
+    chunks = data.draw(chunkings(cfg.L), label="chunk_sizes")
+    state, x = cfg.state(seed), cfg.x(seed + 3)
+    got = subject.call("decode_in_chunks", cfg.recipe(state), x, chunks)
+    assert_close(got[0], cfg.oracle(state, x)[0], what=f"output decoded in chunks {chunks}")  # a constant fails here
+    at = data.draw(st.integers(0, len(chunks)), label="where")
+    wrong = [
+        chunks[:at] + [0] + chunks[at:],  # a zero
+        [cfg.L + 1, -1],  # a negative one; the sum is L
+        chunks[:-1] + [chunks[-1] + 1],  # one token too many
+        chunks[:-1] + ([chunks[-1] - 1] if chunks[-1] > 1 else []),  # one too few
+    ]
+    for sizes in wrong:  # the module's own weights: the check comes before any of them is used
+        assert_raises(subject.run, Call(subject.unit, "decode_in_chunks", (cfg.recipe(None), x, sizes)), "ValueError")

@@ -10,11 +10,12 @@ Decisions where the API page is silent (the reference's docstring says the same)
     the first call; both are accepted.
   * In training mode, dropout acts on the attention weights and the returned
     weights are the dropped ones (as in ``nn.MultiheadAttention``).
-  * Nothing here calls ``forward`` with only one of ``key``/``value``.
+  * ``forward(query, key)`` with no ``value`` attends to ``key`` (the page: ``value``
+    defaults to ``key``); nothing here calls it with a ``value`` and no ``key``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -186,6 +187,7 @@ distinct_sizes = st.lists(st.integers(2, 7), min_size=4, max_size=4, unique=True
 @given(sizes=distinct_sizes, seed=seeds)
 def test_split_heads_exact_layout(subject, sizes, seed):
     """split_heads gives (B, H, L, Dh) where head h holds features h*Dh:(h+1)*Dh"""
+    # Checks: M1.
     B, L, H, Dh = sizes  # all distinct, so a swapped dim shows
     x = randn((B, L, H * Dh), seed)
     got = subject.run(Call(subject.unit, "split_heads", (x, H))).output
@@ -202,6 +204,7 @@ def test_split_heads_exact_layout(subject, sizes, seed):
 @given(sizes=distinct_sizes, seed=seeds)
 def test_merge_heads_inverts_split_heads(subject, sizes, seed):
     """merge_heads is the exact inverse of split_heads (head h back to features h*Dh:(h+1)*Dh)"""
+    # Checks: M2.
     B, L, H, Dh = sizes
     y = randn((B, H, L, Dh), seed)
     merged = subject.run(Call(subject.unit, "merge_heads", (y,))).output
@@ -219,6 +222,7 @@ def test_merge_heads_inverts_split_heads(subject, sizes, seed):
 @given(sizes=distinct_sizes, seed=seeds)
 def test_split_and_merge_accept_noncontiguous_inputs(subject, sizes, seed):
     """split_heads and merge_heads work on non-contiguous inputs and leave them unmodified"""
+    # Checks: M1, M2, G6.
     B, L, H, Dh = sizes
     x = randn((B, L, H * Dh), seed)
     result = subject.run(Call(subject.unit, "split_heads", (x, H), noncontiguous=True))
@@ -236,6 +240,7 @@ def test_split_and_merge_accept_noncontiguous_inputs(subject, sizes, seed):
 @given(cfg=configs(cross=True, bias=None))
 def test_parameter_names_and_shapes(subject, cfg):
     """the parameters are q_proj, k_proj, v_proj, out_proj (weight, and bias unless bias=False) with nn.Linear shapes"""
+    # Checks: M3, G5.
     state = subject.run(Call(subject.unit, cfg.recipe(None), method="state_dict")).output
     got = {name: tuple(t.shape) for name, t in state.items()}
     want = expected_keys(cfg.E, cfg.kdim, cfg.vdim, cfg.bias)
@@ -257,6 +262,7 @@ def test_parameter_names_and_shapes(subject, cfg):
 @given(cfg=configs(bias=None), seed=seeds, need_weights=st.booleans(), average=st.booleans())
 def test_self_attention_matches_torch(subject, cfg, seed, need_weights, average):
     """self-attention equals torch.nn.MultiheadAttention(batch_first=True) under the API page's weight mapping"""
+    # Checks: M3, M4, M5, M9.
     state = cfg.state(seed)
     (x,) = cfg.inputs(seed + 3)
     kwargs = {"need_weights": need_weights, "average_attn_weights": average}
@@ -270,6 +276,7 @@ def test_self_attention_matches_torch(subject, cfg, seed, need_weights, average)
 @given(cfg=configs(cross=True, bias=None), seed=seeds, causal=st.booleans(), padding=st.booleans())
 def test_cross_attention_with_kdim_vdim_matches_torch(subject, cfg, seed, causal, padding):
     """cross-attention with kdim and vdim equals torch.nn.MultiheadAttention"""
+    # Checks: M3, M4, M6, M7.
     if causal and cfg.S < cfg.L:
         cfg = Config(cfg.B, cfg.L, cfg.L, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)  # every query sees a key
     state = cfg.state(seed)
@@ -280,10 +287,33 @@ def test_cross_attention_with_kdim_vdim_matches_torch(subject, cfg, seed, causal
     assert_mha(got, expected, lambda: mha_hints(cfg, state, args, kpm=kpm, is_causal=causal))
 
 
+@pytest.mark.points(1)
+@settings(max_examples=10)
+@given(cfg=configs(cross=True, bias=None).map(lambda c: replace(c, vdim=c.kdim)), seed=seeds, padding=st.booleans())
+def test_value_defaults_to_key(subject, cfg, seed, padding):
+    """attn(query, key) with no value attends to key: it equals the reference with value = key, and attn(query, key, key) (vdim = kdim)
+
+    API page, unit 3: "`key` defaults to `query` and `value` to `key` (so `attn(x)` is
+    self-attention and `attn(x, memory)` attends to `memory`)".
+    """
+    # Checks: M5.
+    state = cfg.state(seed)
+    q, k, _ = cfg.inputs(seed + 3)
+    kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
+    kwargs = {"key_padding_mask": kpm, "average_attn_weights": False}
+    got = forward(subject, cfg, state, (q, k), kwargs).output
+    expected = explicit_mha64(state, cfg.H, q, k, k, key_padding_mask=kpm)
+    # Per-head weights: each head's answer shows.
+    assert_mha(got, expected, weights="per-head weights of attn(query, key)")
+    explicit = forward(subject, cfg, state, (q, k, k), kwargs).output
+    assert_mha(got, explicit, weights="per-head weights of attn(query, key) against attn(query, key, key)")
+
+
 @pytest.mark.points(3)
 @given(cfg=configs(), seed=seeds, padding=st.booleans(), mask_kind=mask_kinds, causal=st.booleans(), average=st.booleans())
 def test_masks_match_torch(subject, cfg, seed, padding, mask_kind, causal, average):
     """key_padding_mask, attn_mask (bool or float, (L, S) or (B, H, L, S)) and is_causal match torch's"""
+    # Checks: M6, M7.
     state = cfg.state(seed)
     (x,) = cfg.inputs(seed + 3)
     kpm, mask = make_masks(cfg, seed, padding=padding, mask_kind=mask_kind)
@@ -300,6 +330,7 @@ def test_masks_match_torch(subject, cfg, seed, padding, mask_kind, causal, avera
 @given(cfg=configs(min_heads=2), seed=seeds, padding=st.booleans())
 def test_weights_per_head_averaged_or_none(subject, cfg, seed, padding):
     """weights are (B, L, S) averaged over heads, (B, H, L, S) per head, or None with need_weights=False, as torch's"""
+    # Checks: M9.
     state = cfg.state(seed)
     (x,) = cfg.inputs(seed + 3)
     kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
@@ -318,6 +349,7 @@ def test_weights_per_head_averaged_or_none(subject, cfg, seed, padding):
 @given(cfg=configs(cross=True, bias=None), seed=seeds, padding=st.booleans(), with_weights=st.booleans())
 def test_gradients_match_torch_for_every_parameter(subject, cfg, seed, padding, with_weights):
     """the gradients of every parameter and input equal torch.nn.MultiheadAttention's"""
+    # Checks: M3, G1.
     state = cfg.state(seed)
     args = cfg.inputs(seed + 3)
     kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None)
@@ -339,6 +371,7 @@ def test_gradients_match_torch_for_every_parameter(subject, cfg, seed, padding, 
 @given(cfg=configs(cross=True, min_heads=1, max_heads=1), seed=seeds, padding=st.booleans())
 def test_single_head_is_projections_plus_attention(subject, cfg, seed, padding):
     """with one head it is q/k/v projections, then unit-2 attention, then out_proj"""
+    # Checks: M3, M8.
     state = cfg.state(seed)
     q, k, v = cfg.inputs(seed + 3)
     kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None, allow_empty=True)
@@ -358,6 +391,7 @@ def test_single_head_is_projections_plus_attention(subject, cfg, seed, padding):
 @given(cfg=configs(cross=True), seed=seeds, padding=st.booleans(), mask_kind=mask_kinds, causal=st.booleans())
 def test_matches_explicit_per_head_loop(subject, cfg, seed, padding, mask_kind, causal):
     """it equals an explicit loop over heads, each head one unit-2 attention on its slice of features"""
+    # Checks: M1, M8.
     state = cfg.state(seed)
     args = cfg.inputs(seed + 3)
     kpm, mask = make_masks(cfg, seed, padding=padding, mask_kind=mask_kind, allow_empty=True)
@@ -372,6 +406,7 @@ def test_matches_explicit_per_head_loop(subject, cfg, seed, padding, mask_kind, 
 @given(cfg=configs(min_heads=2), seed=seeds, padding=st.booleans())
 def test_head_permutation_invariance(subject, cfg, seed, padding):
     """renumbering the heads consistently in the q, k, v and out weights leaves the output unchanged"""
+    # Checks: M8.
     state = cfg.state(seed)
     perm = permutation(cfg.H, seed)
     (x,) = cfg.inputs(seed + 3)
@@ -393,6 +428,7 @@ def test_head_permutation_invariance(subject, cfg, seed, padding):
 @given(cfg=configs(cross=True, max_batch=4), seed=seeds, padding=st.booleans())
 def test_batch_elements_are_independent(subject, cfg, seed, padding):
     """each batch element's result depends on that element alone: permuting the batch permutes the results"""
+    # Checks: M4, G2.
     if cfg.B == 1:
         cfg = Config(3, cfg.L, cfg.S, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
     state = cfg.state(seed)
@@ -416,6 +452,7 @@ def test_batch_elements_are_independent(subject, cfg, seed, padding):
 @given(cfg=configs(max_len=6), seed=seeds)
 def test_self_attention_is_permutation_equivariant(subject, cfg, seed):
     """without masks, reordering the positions reorders the outputs: 狗咬人 and 人咬狗 look alike"""
+    # Checks: M5, M8.
     # "Dog bites man" and "man bites dog" hold the same words: with no positional
     # information, self-attention gives each word the same output in both sentences.
     state = cfg.state(seed)
@@ -437,6 +474,7 @@ def test_self_attention_is_permutation_equivariant(subject, cfg, seed):
 @given(cfg=configs(cross=True, same_len=True), seed=seeds)
 def test_padded_keys_have_no_effect(subject, cfg, seed):
     """changing the content of padded keys and values changes nothing"""
+    # Checks: M6.
     state = cfg.state(seed)
     q, k, v = cfg.inputs(seed + 3)
     kpm, _ = make_masks(cfg, seed, padding=True, mask_kind=None)
@@ -460,6 +498,7 @@ def test_padded_keys_have_no_effect(subject, cfg, seed):
 @given(cfg=configs(cross=True, bias=None), seed=seeds, by_mask=st.booleans())
 def test_fully_padded_rows_give_bias_not_nan(subject, cfg, seed, by_mask):
     """a query whose keys are all padded (or all masked) gets zero weights and output row out_proj.bias, not NaN"""
+    # Checks: M10.
     if cfg.S == 1:  # two keys at least, so that uniform weights differ from the other bugs' answers
         cfg = Config(cfg.B, cfg.L, 2, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
     state = cfg.state(seed)
@@ -485,6 +524,7 @@ def test_fully_padded_rows_give_bias_not_nan(subject, cfg, seed, by_mask):
 @given(cfg=configs(), seed=seeds, p=st.sampled_from([0.2, 0.5, 0.9]))
 def test_eval_mode_is_deterministic(subject, cfg, seed, p):
     """in eval mode dropout is off: any torch seed gives the dropout-free result"""
+    # Checks: M8, G1.
     state = cfg.state(seed)
     (x,) = cfg.inputs(seed + 3)
     recipe = cfg.recipe(state, dropout=p)
@@ -500,6 +540,7 @@ def test_eval_mode_is_deterministic(subject, cfg, seed, p):
 @given(seed=seeds, p=st.sampled_from([0.25, 0.5]))
 def test_dropout_acts_on_weights_in_training(subject, seed, p):
     """in training mode each attention weight is dropped with probability dropout and survivors scaled by 1/(1-p); the returned weights are those after dropout"""
+    # Checks: M8, A10.
     cfg = Config(2, 16, 16, 8, 2, 8, 8, True, False)
     state = cfg.state(seed)
     (x,) = cfg.inputs(seed + 3)
@@ -529,6 +570,7 @@ def test_dropout_acts_on_weights_in_training(subject, seed, p):
 @given(H=st.integers(2, 5), Dh=st.integers(1, 4), extra=st.integers(1, 3), seed=seeds)
 def test_indivisible_embed_dim_raises_value_error(subject, H, Dh, extra, seed):
     """embed_dim % num_heads != 0 raises ValueError naming both sizes (MultiHeadAttention and split_heads)"""
+    # Checks: G8.
     E = H * Dh + min(extra, H - 1)  # not a multiple of H
     x = randn((2, 3, E), seed)
     assert_raises(subject.run, Call(subject.unit, New("MultiHeadAttention", (E, H)), (x,)), "ValueError", mentions=(E, H))
@@ -539,6 +581,7 @@ def test_indivisible_embed_dim_raises_value_error(subject, H, Dh, extra, seed):
 @given(cfg=configs(cross=True), seed=seeds, extra=st.integers(1, 3))
 def test_mismatched_sizes_raise_value_error(subject, cfg, seed, extra):
     """a query or key of the wrong width raises ValueError naming that width"""
+    # Checks: G8.
     state = cfg.state(seed)
     q, k, v = cfg.inputs(seed + 3)
     wide_q = randn((cfg.B, cfg.L, cfg.E + extra), seed)
@@ -552,6 +595,7 @@ def test_mismatched_sizes_raise_value_error(subject, cfg, seed, extra):
 @given(cfg=configs(cross=True), seed=seeds, mask_kind=mask_kinds, causal=st.booleans())
 def test_runs_on_meta_device(subject, cfg, seed, mask_kind, causal):
     """the module runs on the meta device with every mask (every tensor is created on the input's device)"""
+    # Checks: G3, G4.
     state = cfg.state(seed)
     args = cfg.inputs(seed + 3)
     kpm, mask = make_masks(cfg, seed, padding=True, mask_kind=mask_kind)
@@ -575,6 +619,7 @@ def test_runs_on_meta_device(subject, cfg, seed, mask_kind, causal):
        causal=st.booleans())
 def test_dtype_is_preserved(subject, cfg, seed, dtype, padding, causal):
     """a float64 or bfloat16 module and inputs give outputs and weights of that dtype; float64 is right to float64 precision (computed in float64), bfloat16 within bfloat16 tolerance"""
+    # Checks: G3, G4, G7.
     state = {k: v.to(dtype).float() for k, v in cfg.state(seed).items()}  # exactly representable in dtype
     args = cfg.inputs(seed + 3, dtype=dtype)
     kpm, _ = make_masks(cfg, seed, padding=padding, mask_kind=None, allow_empty=True)
@@ -589,6 +634,7 @@ def test_dtype_is_preserved(subject, cfg, seed, dtype, padding, causal):
 @given(cfg=configs(cross=True), seed=seeds, causal=st.booleans(), mask_kind=mask_kinds)
 def test_cpu_and_cuda_agree(subject, cfg, seed, causal, mask_kind):
     """CPU and CUDA give the same result (TF32 off); informational, worth no points"""
+    # Checks: G4.
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device on this machine")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -609,6 +655,7 @@ def test_cpu_and_cuda_agree(subject, cfg, seed, causal, mask_kind):
        mask_kind=mask_kinds, causal=st.booleans())
 def test_gradients_match_finite_differences(subject, cfg, seed, padding, mask_kind, causal):
     """float64 outputs and weights are right to float64 precision, and the gradients with respect to query, key and value agree with finite differences (float64 gradcheck)"""
+    # Checks: G7.
     if causal and cfg.S < cfg.L:
         cfg = Config(cfg.B, cfg.L, cfg.L, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
     state = cfg.state(seed)
@@ -632,6 +679,7 @@ def test_gradients_match_finite_differences(subject, cfg, seed, padding, mask_ki
 @given(cfg=configs(cross=True), seed=seeds, mask_kind=mask_kinds, causal=st.booleans())
 def test_noncontiguous_inputs_left_unmodified(subject, cfg, seed, mask_kind, causal):
     """non-contiguous inputs and masks work, and no input is modified in place"""
+    # Checks: G6.
     if causal and cfg.S < cfg.L:
         cfg = Config(cfg.B, cfg.L, cfg.L, cfg.E, cfg.H, cfg.kdim, cfg.vdim, cfg.bias, cfg.cross)
     state = cfg.state(seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.core.allowlist import Rules, scan, scan_file
+from autograder.core.allowlist import scan, scan_file
 from autograder.core.manifest import load_course
 import mutants
 from conftest import ROOT

@@ -236,11 +236,11 @@ def test_a_zygote_that_ended_is_replaced_for_the_next_grader_process(tmp_path):
     runner = _Runner(load_course(ROOT), out, ["attention"], 300.0)
     try:
         runner.start_zygote()
-        first = runner._pool
+        first = runner.session.pool
         first.proc.kill()
         first.proc.wait()
         runner.chunk(discover(subs)[0])
-        assert runner._pool is not first and runner._pool.proc.poll() is None
+        assert runner.session.pool is not first and runner.session.pool.proc.poll() is None
     finally:
         runner.close()
         runner.release()
@@ -328,12 +328,16 @@ def test_names_are_identities_that_no_upload_can_borrow(tmp_path):
     alice, alice_zip = uploads.make_over_alice(ROOT, subs)  # alice/ is honest, alice.zip is not
     _honest(subs, "Points Possible")
     formula = _honest(subs, '=HYPERLINK("evil.example","64")')
-    roster = tmp_path / "roster.csv"
+    roster = tmp_path / "roster.csv"  # Canvas's gradebook export, with the uploads' names beside the IDs
+    column = f"{load_course(ROOT).units['attention'].title} (52001)"
     with roster.open("w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([["folder", "ID", "SIS User ID"], ["alice", "1001", "s1"], [formula, "1002", "s2"]])
+        csv.writer(handle).writerows([["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "folder", column],
+                                      ["Smith, Alice", "1001", "s1", "", "A", "alice", ""],
+                                      ["Doe, Dee", "1002", "s2", "", "A", formula, ""]])
     _batch(subs, out, "--csv", "canvas", "--roster", str(roster))
     rows = list(csv.reader((out / "gradebook.csv").open(encoding="utf-8")))
-    assert [row[0] for row in rows] == ["Student", "Points Possible", "alice", "'" + formula]
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column]
+    assert [row[0] for row in rows] == ["Student", "    Points Possible", "Smith, Alice", "Doe, Dee"]
     assert rows[2][1] == "1001" and float(rows[2][5]) == 0, "a clash gives alice's row no one's score"
     assert float(rows[3][5]) == float(rows[1][5]) > 0, "the formula folder is graded, its name made inert"
     summary = json.loads((out / "summary.json").read_text())

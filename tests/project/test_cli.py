@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -106,6 +107,25 @@ def test_a_failure_in_this_process_group_ends_the_others(monkeypatch, tmp_path):
         parallel.grade_in_groups(COURSE, [COURSE.solutions], ["recurrent_cells", "attention"], 2, {})
     assert time.monotonic() - started < 30, "the other group's process was waited for, not killed"
     assert not Path(f"/proc/{pid_file.read_text()}").exists()
+
+
+def test_check_prints_each_repro_command_on_a_line_of_its_own(tmp_path):
+    """A student copies the command from under the table: whole (shlex reads it back as the
+    failure's own command, its JSON intact), on one line however wide the terminal, never
+    folded into the table's Reason cell."""
+    mutant = next(m for m in mutants.load("attention") if m["name"] == "no_scale")
+    mutants.write("attention.py", mutant, tmp_path / "mine")
+    report = attn_course("check", "attention", "--path", str(tmp_path / "mine"), check=False,
+                         env={"COLUMNS": "80"})
+    assert report.returncode == 0, report.stderr[-2000:]
+    table, _, below = report.stdout.partition("To see your answer beside the expected one")
+    assert "attn-course repro" not in table, "the command is not in the table"
+    commands = [line.strip() for line in below.splitlines() if line.strip().startswith("attn-course repro attention ")]
+    assert commands, below[:2000]
+    for command in commands:
+        args = shlex.split(command)
+        assert args[:3] == ["attn-course", "repro", "attention"] and args[4] == "--example", args[:5]
+        assert json.loads(args[5])["unit"] == "attention"
 
 
 def test_every_message_is_the_same_on_every_run():

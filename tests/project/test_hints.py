@@ -5,15 +5,19 @@ correct alternative shows that
 
   * each hint a mutant names fires on that mutant;
   * no other hint fires on it (none names a bug it does not have);
-  * no hint fires on a correct alternative.
+  * no hint fires on a correct alternative;
+  * and the other way round: every hint the unit's suite can give (each advice text written in
+    its hidden files, found by :func:`written_hints`) fires on some mutant of its catalogue.
 
 The catalogue's in-process grade (conftest's ``catalogue``) serves all its cases (it tests the
 suites, not the sandbox).
 """
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +28,8 @@ from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
 UNITS = mutants.grouped(u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file())
+UNITS_ALL = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
+HIDDEN = ROOT / "tests" / "hidden"
 # A hint runs from "Hint: " to the counterexample the grader appends, or to the end.
 HINT = re.compile(r"Hint: (.+?)(?= \(counterexample:|\Z)", re.S)
 
@@ -52,6 +58,76 @@ def test_hints_fire_on_their_own_mutant_only(unit, catalogue):
     cases = {"alternative": catalogue[unit]["alternative"], **catalogue.mutants(unit)}
     found = [p for name, result in cases.items() for p in problems(name, declared.get(name, []), fired(result))]
     assert not found, "\n".join(found)
+
+
+def written_hints(path: Path) -> dict[str, re.Pattern]:
+    """The advice texts of ``path``: the text of every (wrong answer, advice) pair, a literal, an
+    f-string (its holes match anything) or a module constant, that reads as a sentence (four words
+    or more: a pair of names is not advice). Text -> the pattern a fired hint matches."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants = {node.targets[0].id: node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    found = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Tuple) and len(node.elts) == 2):
+            continue
+        text = node.elts[1]
+        text = constants.get(text.id, text) if isinstance(text, ast.Name) else text
+        if isinstance(text, ast.BinOp):  # "..." "..." across lines is one Constant; "..." + "..." is not used
+            continue
+        if isinstance(text, ast.Constant) and isinstance(text.value, str):
+            parts = [text.value]
+        elif isinstance(text, ast.JoinedStr):
+            parts = [v.value if isinstance(v, ast.Constant) else None for v in text.values]
+        else:
+            continue
+        shown = "…".join(p for p in parts if p is not None)
+        if len(shown.split()) >= 4:
+            found[shown] = re.compile("".join(".*?" if p is None else re.escape(p) for p in parts), re.S)
+    return found
+
+
+def _unit_files(unit: str) -> list[Path]:
+    return [p for p in sorted(HIDDEN.glob("*.py")) if p.stem in (f"oracles_{unit}", f"test_{unit}_properties")]
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_every_written_hint_fires_on_a_mutant_of_its_unit(unit, catalogue):
+    """No hint is unproven: each one the unit's suite can give fires on some mutant of its catalogue."""
+    texts = {text for result in catalogue.mutants(unit).values() for text in fired(result)}
+    unproven = [f"{path.name}: {shown!r}" for path in _unit_files(unit)
+                for shown, pattern in written_hints(path).items() if not any(pattern.match(t) for t in texts)]
+    assert not unproven, "hints no mutant triggers (add the bug to tests/mutants/, or drop the hint):\n" + \
+        "\n".join(unproven)
+
+
+def test_the_public_tests_give_the_hidden_grades_words():
+    """A public case that shows a catalogued bug gives the hidden grade's advice, word for word
+    (``check`` and the grade then agree; the mutant's own test proves it fires)."""
+    public = ROOT / "tests" / "public"
+    for unit in UNITS_ALL:
+        hidden = {text for path in _unit_files(unit) for text in written_hints(path)}
+        for path in sorted(public.glob(f"test_{unit}_public.py")):
+            assert set(written_hints(path)) <= hidden, sorted(set(written_hints(path)) - hidden)
+
+
+def test_every_shared_hint_is_named_by_a_mutant():
+    """The hints every suite shares (anchors.py) are each named by a mutant of some unit, whose
+    own test proves it fires (test_hints_fire_on_their_own_mutant_only)."""
+    declared = {d for unit in UNITS_ALL for m in mutants.load(unit) for d in m.get("hints", [])}
+    written = [*written_hints(HIDDEN / "anchors.py"), hidden_anchors().DOWNCAST]
+    assert [shown for shown in written if not any(d in shown for d in declared)] == []
+
+
+def test_written_hints_finds_literals_fstrings_and_constants(tmp_path):
+    (tmp_path / "suite.py").write_text(
+        'TILE = "query head h shares kv head h // G: consecutive heads."\n'
+        'hints = [(a, "the scale is 1/sqrt(E), not 1/E."), (b, f"the `eps` argument ({eps:g}) was ignored."),\n'
+        '         (c, TILE), (d, "norm2")]\n')
+    found = written_hints(tmp_path / "suite.py")
+    assert set(found) == {"the scale is 1/sqrt(E), not 1/E.", "the `eps` argument (…) was ignored.",
+                          "query head h shares kv head h // G: consecutive heads."}
+    assert found["the `eps` argument (…) was ignored."].match("the `eps` argument (0.001) was ignored.")
 
 
 def hidden_anchors():
@@ -84,3 +160,15 @@ def test_float64_computed_in_float32_gets_the_precision_hint():
     got, expected = re.search(r"got (\S+), expected (\S+) ", str(error.value)).groups()
     assert got != expected, "the values must print with enough digits to differ"
     assert anchors.proven_hint(lowered.float(), right, [], **anchors.tolerance(torch.float32, atol=1e-5, rtol=1e-4)) is None
+
+
+def test_a_small_error_in_float64_is_not_called_a_precision_bug():
+    """A wrong scale (1/sqrt(Ev) for 1/sqrt(E), with E close to Ev) errs by less than a float32
+    rounding here, yet was computed in float64: no precision hint (it was a guess before)."""
+    anchors = hidden_anchors()
+    right = torch.linspace(0.1, 1.0, 5, dtype=torch.float64)
+    scaled = right * (64 / 64.00001) ** 0.5
+    assert 0 < (scaled - right).abs().max() < 1e-6
+    with pytest.raises(AssertionError) as error:
+        anchors.assert_close(scaled, right, dtype=torch.float64, **anchors.tolerance(torch.float64))
+    assert "Hint" not in str(error.value)

@@ -2,7 +2,9 @@
 the CLI's ``grade``, ``grade-batch``, Gradescope, PrairieLearn and nbgrader's ``collect``, with
 the same status text on each, and the honest control graded on its top-level copy.
 
-The uploads are built by tests/hostile/intake/intake_cases.py.
+The uploads are built by tests/hostile/intake/intake_cases.py. The paths that grade (the CLI,
+grade-batch, Gradescope and PrairieLearn, sandboxed) run in full, container and plain mode
+(tests/project/modes.py); nbgrader's collect grades nothing (it copies), so it runs once.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, attn_course
+import modes
+from conftest import ROOT
 from autograder.core.manifest import load_course
 from autograder.core.uploads import STATUS_LIMIT, NothingFound, SubmissionError, intake
 from autograder.delivery import gradescope, prairielearn
@@ -88,11 +91,13 @@ def test_a_zip_is_taken_in_by_the_rules_of_a_folder(tmp_path):
         collect(outer, tmp_path / "outer", COURSE)
 
 
-def test_the_cli_reports_each_refusal_with_the_same_status(uploads):
+@pytest.mark.parametrize("mode", modes.MODES)
+def test_the_cli_reports_each_refusal_with_the_same_status(uploads, mode):
+    modes.require(mode)
     subs, statuses = uploads
     cases = [*CASES, "top_wins"]
-    out = json.loads(attn_course("grade", *(str(subs / c) for c in cases), "--unit", "attention", "--jobs", "1",
-                                 "--format", "json").stdout)
+    out = json.loads(modes.attn_course(mode, "grade", *(str(subs / c) for c in cases), "--unit", "attention",
+                                       "--jobs", "1", "--format", "json").stdout)
     results = dict(zip(cases, out))
     honest = results["top_wins"]
     assert honest["score"] == honest["max_score"] > 0, "the top-level copy, not the broken backup, is graded"
@@ -105,19 +110,25 @@ def test_the_cli_reports_each_refusal_with_the_same_status(uploads):
     assert honest["submission"] == str((subs / "top_wins").resolve()), "never the intake's temporary copy"
 
 
-def test_grade_batch_gives_each_refusal_the_same_status(uploads, tmp_path):
+@pytest.mark.parametrize("mode", modes.MODES)
+def test_grade_batch_gives_each_refusal_the_same_status(uploads, tmp_path, mode):
+    modes.require(mode)
     subs, statuses = uploads
     out = tmp_path / "out"
-    attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress")
+    modes.attn_course(mode, "grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress")
     with (out / "gradebook.csv").open(newline="", encoding="utf-8") as handle:
         book = {row[0]: row for row in csv.reader(handle)}
     for case in CASES:
         assert book[case][1] == statuses[case], (case, book[case])
     assert book["top_wins"][1] == "graded" and float(book["top_wins"][2]) == float(book["Points Possible"][2]) > 0
+    warning = json.loads((out / "summary.json").read_text(encoding="utf-8"))["isolation_warning"]
+    assert (warning or "").startswith("" if mode == "full" else f"WARNING: {mode} mode") and bool(warning) != (mode == "full")
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_gradescope_and_prairielearn_give_the_same_status(uploads, case, tmp_path):
+    """What each path's intake answers, case by case (in this process, unsandboxed: the intake is
+    the grader's side); the sandboxed runs in each mode are the next test."""
     status = uploads[1][case]
     scope = tmp_path / "gradescope"
     intake_cases.build(case, scope / "submission", "attention.py", SOLUTION)
@@ -127,6 +138,40 @@ def test_gradescope_and_prairielearn_give_the_same_status(uploads, case, tmp_pat
     intake_cases.build(case, learn / "student", "attention.py", SOLUTION)
     data = prairielearn.run(learn, COURSE, sandbox=False)
     assert (data["gradable"], data["format_errors"]) == (False, [status])
+
+
+RUN_PLATFORMS = """
+import json, sys
+from pathlib import Path
+from autograder.core.manifest import load_course
+from autograder.delivery import gradescope, prairielearn
+course, root = load_course(Path.cwd()), Path(sys.argv[1])
+answers = {case.name: [gradescope.run(case / "gs", course), prairielearn.run(case / "pl", course)]
+           for case in sorted(root.iterdir())}
+print(json.dumps(answers))
+"""
+
+
+@pytest.mark.parametrize("mode", modes.MODES)
+def test_gradescope_and_prairielearn_sandboxed_in_each_mode(uploads, tmp_path, mode):
+    """Every case and the honest control through both entry points, sandboxed, in one run per mode."""
+    modes.require(mode)
+    statuses = uploads[1]
+    for case in [*CASES, "top_wins"]:
+        intake_cases.build(case, tmp_path / case / "gs" / "submission", "attention.py", SOLUTION)
+        intake_cases.build(case, tmp_path / case / "pl" / "student", "attention.py", SOLUTION)
+    run = modes.run_python(mode, RUN_PLATFORMS, str(tmp_path), timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    answers = json.loads(run.stdout.splitlines()[-1])
+    for case in CASES:
+        scope, learn = answers[case]
+        assert (scope["output"], scope["score"], scope["tests"]) == (statuses[case], 0.0, []), case
+        assert (learn["gradable"], learn["format_errors"]) == (False, [statuses[case]]), case
+    scope, learn = answers["top_wins"]
+    own = [t for t in scope["tests"] if t["tags"] == ["attention"]]  # (the units not uploaded score 0)
+    assert scope["score"] == sum(t["max_score"] for t in own) > 0 and all(t["status"] == "passed" for t in own)
+    learned = [t for t in learn["tests"] if t["name"].startswith(COURSE.units["attention"].title)]
+    assert learned and all(t["points"] == t["max_points"] for t in learned), learn.get("output")
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,9 @@ import pytest
 
 from conftest import ROOT
 from autograder.sandbox import ipc
-from autograder.sandbox.zygote import UID_MAX, isolation_mode
-from test_sandbox import CORPUS_MARK, DRIVER, HOSTILE, NO_NAMESPACES
+from autograder.sandbox.resources import UID_MAX
+from modes import NO_NAMESPACES, params, skip_reason
+from test_sandbox import CORPUS_MARK, DRIVER, HOSTILE
 
 CASES = ("sysv_ipc", "posix_ipc")
 IPC_CREAT, IPC_SET, IPC_STAT, IPC_RMID = 0o1000, 1, 2, 0
@@ -166,21 +167,12 @@ def needs_root() -> None:
 
 # -- graded in each mode ---------------------------------------------------------------------------
 
-def _mode_skip(mode: str) -> str | None:
-    if mode == "full" and isolation_mode() != "full":
-        return f"full mode is not available here ({isolation_mode()} mode)"
-    if mode == "container" and os.geteuid() != 0:
-        return "container mode needs root (a worker uid to switch to)"
-    return None
-
-
-@pytest.fixture(scope="session", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"ipc-{m}"), id=m)
-                                          for m in ("full", "container", "plain")])
+@pytest.fixture(scope="session", params=params("ipc"))
 def mode_run(request, tmp_path_factory) -> dict:
     """Both cases graded in one mode: container and plain as test_sandbox.py's mode runs make them
     (plain forced on top of container), with Landlock off besides."""
     mode = request.param
-    if why := _mode_skip(mode):
+    if why := skip_reason(mode):
         pytest.skip(why)
     mark = new_mark()
     folders = marked_copies(tmp_path_factory.mktemp(f"ipc-{mode}"), mark)
@@ -215,7 +207,7 @@ def test_only_plain_mode_keeps_what_was_there_before(mode_run):
 def test_queues_no_one_can_list_cannot_be_made(tmp_path):
     """Where the grader cannot list POSIX queues, a worker may make none (RLIMIT_MSGQUEUE 0, which a
     worker without privileges cannot raise, though the case tries)."""
-    if why := _mode_skip("container"):
+    if why := skip_reason("container"):
         pytest.skip(why)
     mark = new_mark()
     folders = marked_copies(tmp_path, mark)

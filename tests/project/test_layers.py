@@ -24,10 +24,11 @@ LAYERS = {
     "testing": 1, "sandbox": 1,
     "grading": 2,
     "authoring": 3,
-    "nbgrader": 4, "delivery": 4,
-    "cli": 5,  # autograder/cli.py and autograder/__init__.py
+    "delivery": 4,
+    "nbgrader": 5,  # a delivery path built on delivery's own (the class report)
+    "cli": 6,  # autograder/cli.py and autograder/__init__.py
 }
-# What the box holds besides core (autograder.sandbox.zygote.BOXED): it may import only these.
+# What the box holds besides core (autograder.sandbox.contents.BOXED): it may import only these.
 BOXED = {"core", "sandbox.inside"}
 
 
@@ -146,3 +147,36 @@ def test_course_name_check_catches_a_brand_and_a_path():
     assert _named("tests/hidden/oracles.py", words) == {"tests/hidden"}
     assert _named("solutions/attention.py", words) == {"solutions", "attention", "attention.py"}
     assert _named("attentive solutions", words) == set()
+
+
+# What starts grading: the zygote (started, acquired, made) and the grader's heavy import. Only
+# the session and the modules it is built on may call them (autograder/grading/session.py).
+STARTERS = {"prestart", "Pool", "acquire", "import_grader"}
+SESSION_SIDE = {"autograder.grading.session", "autograder.grading.forking", "autograder.grading.parallel",
+                "autograder.sandbox.zygote", "autograder.sandbox.host"}
+
+
+def _starts(path: Path) -> list[tuple[int, str]]:
+    """(line, name) of every call of a starter in ``path``."""
+    calls = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)]
+    names = [(c.lineno, c.func.id if isinstance(c.func, ast.Name) else getattr(c.func, "attr", "")) for c in calls]
+    return [(line, name) for line, name in names if name in STARTERS]
+
+
+def _own_starts(modules: dict[str, Path]) -> list[str]:
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{line}: calls {name}(); "
+            "start grading with GradingSession" for module, path in modules.items() if module not in SESSION_SIDE
+            for line, name in _starts(path)]
+
+
+def test_every_entry_point_starts_grading_through_the_session():
+    """The CLI, the batch, the batch's servers, Gradescope, PrairieLearn (and nbgrader, through
+    the CLI) start no pool and import no grader but through GradingSession."""
+    assert _own_starts(_modules()) == []
+
+
+def test_session_check_catches_a_pool_started_by_hand(tmp_path):
+    (tmp_path / "entry.py").write_text("from autograder.sandbox import zygote\npool = zygote.Pool.acquire(course)\n"
+                                       "from autograder.sandbox.zygote import prestart\nprestart(course)\n")
+    found = _own_starts({"autograder.delivery.entry": tmp_path / "entry.py"})
+    assert [f.split(": ")[1].split(";")[0] for f in found] == ["calls acquire()", "calls prestart()"], found

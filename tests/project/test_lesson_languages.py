@@ -1,19 +1,23 @@
-"""The lessons in every language: the same code cells, a claims box, questions, and an answer key
-that stays with the instructors.
+"""The lessons in every language: the same code cells, a claims box, questions, one term per
+concept, and an answer key that stays with the instructors.
 
 Each unit has a lesson in every language folder of ``course/lessons`` (English and Chinese at
 least); a translation changes the prose only, so the placeholder lines (the code cells) are the
 same, in the same order. Every lesson has a "claims checked" box (a blockquote starting
-``> **Claims checked**``) and 2-3 conceptual questions (markdown blocks starting
-``**Question N.**``), each followed in the notebooks by an nbgrader manually graded answer cell,
-whose answers are in ``course/answer_key/<lang>/<unit>.md``: a file the student bundle
-(``attn-course release``) must not hold.
+``> **Claims checked**``, in the lesson's language: ``course/lessons/glossary.toml``'s
+``[markers]``) and 2-3 conceptual questions (markdown blocks starting ``**Question N.**``, the
+word in the lesson's language), each followed in the notebooks by an nbgrader manually graded
+answer cell, whose answers are in ``course/answer_key/<lang>/<unit>.md``: a file the student
+bundle (``attn-course release``) must not hold. The Chinese lessons write each concept the
+glossary lists with its one Chinese term. The demos are numbered once across the course, in
+the order the lessons show them, and every language gives each the same number.
 """
 from __future__ import annotations
 
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,8 +32,22 @@ from course import lessons  # noqa: E402
 LANGUAGES = ("en", "zh")
 UNITS = list(lessons.lesson_course().units)
 ANSWER_KEY = ROOT / "course" / "answer_key"
-QUESTION = re.compile(r"^\*\*Question (\d+)\.\*\*", re.M)
-CLAIMS = re.compile(r"^> \*\*Claims checked\*\*", re.M)
+GLOSSARY = tomllib.loads((lessons.HERE / "glossary.toml").read_text(encoding="utf-8"))
+MARKERS = GLOSSARY["markers"]
+
+
+def question_marker(lang: str) -> re.Pattern:
+    return re.compile(rf"^\*\*{re.escape(MARKERS[lang]['question'])} (\d+)\.\*\*", re.M)
+
+
+def claims_marker(lang: str) -> re.Pattern:
+    return re.compile(rf"^> \*\*{re.escape(MARKERS[lang]['claims'])}\*\*", re.M)
+
+
+QUESTION = question_marker("en")
+CLAIMS = claims_marker("en")
+DEMO_HEADING = {"en": re.compile(r"^## Demo (\d+)\b", re.M), "zh": re.compile(r"^## 演示 (\d+)\b", re.M)}
+DEMO_MENTION = {"en": re.compile(r"\b[Dd]emo (\d+)\b"), "zh": re.compile(r"演示 ?(\d+)")}
 
 
 def text(unit: str, lang: str) -> str:
@@ -45,8 +63,8 @@ def lesson_languages() -> list[str]:
     return languages(lessons.lesson_course())
 
 
-def questions(source: str) -> list[int]:
-    return [int(n) for n in QUESTION.findall(source)]
+def questions(source: str, lang: str = "en") -> list[int]:
+    return [int(n) for n in question_marker(lang).findall(source)]
 
 
 def test_every_language_has_every_lesson():
@@ -93,17 +111,64 @@ def test_the_rendered_notebooks_share_their_grade_cells(unit):
 @pytest.mark.parametrize("unit", UNITS)
 def test_a_lesson_has_its_claims_box_and_questions(unit, lang):
     source = text(unit, lang)
-    assert len(CLAIMS.findall(source)) == 1, f"{lang}/{unit}.md needs one '> **Claims checked**' box"
-    box = source[CLAIMS.search(source).start():].split("\n\n", 1)[0]
+    claims, word = claims_marker(lang), MARKERS[lang]["question"]
+    assert len(claims.findall(source)) == 1, f"{lang}/{unit}.md needs one '> **{MARKERS[lang]['claims']}**' box"
+    box = source[claims.search(source).start():].split("\n\n", 1)[0]
     assert box.count("\n> ") >= 3, f"{lang}/{unit}.md: the claims box should list the seeds' numbers"
-    numbers = questions(source)
+    numbers = questions(source, lang)
     assert 2 <= len(numbers) <= 3 and numbers == list(range(1, len(numbers) + 1)), (
-        f"{lang}/{unit}.md: questions numbered {numbers}, want 2-3 from **Question 1.**")
+        f"{lang}/{unit}.md: questions numbered {numbers}, want 2-3 from **{word} 1.**")
+    if lang != "en":
+        assert not QUESTION.search(source) and not CLAIMS.search(source), (
+            f"{lang}/{unit}.md: its question and claims markers are in English")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_notebooks_find_the_questions_in_each_language(lang):
+    """The word the glossary gives a question is the one the notebooks look for (notebook.toml)."""
+    from autograder.authoring.notebook import notebook_text
+
+    assert notebook_text(lessons.lesson_course(), lang)["question"] == MARKERS[lang]["question"]
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_the_chinese_lessons_use_one_term_per_concept(unit):
+    """Each concept of the glossary has one Chinese name: none of its `avoid` forms appears."""
+    source = text(unit, "zh")
+    found = [f"{avoid!r} (write {concept['zh']!r}: {concept['en']})"
+             for concept in GLOSSARY["concept"] for avoid in concept["avoid"] if avoid in source]
+    assert not found, f"zh/{unit}.md: " + "; ".join(found)
+
+
+def test_the_glossary_forms_are_distinct():
+    """No concept's term is another's form to avoid (the test above would then refuse it)."""
+    terms = {concept["zh"] for concept in GLOSSARY["concept"]}
+    avoided = {avoid for concept in GLOSSARY["concept"] for avoid in concept["avoid"]}
+    assert not {a for a in avoided for t in terms if a in t}, "a term contains a form to avoid"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_demos_are_numbered_once_across_the_course(lang):
+    """Demo N is the Nth demo the lessons show, in course order, in every language; every
+    mention of a demo names one that exists."""
+    count = 0
+    for unit in UNITS:
+        source = text(unit, lang)
+        headings = DEMO_HEADING[lang].finditer(source)
+        placeholders = re.finditer(r"^\{\{\s*demo:", source, re.M)
+        for heading, placeholder in zip(headings, placeholders, strict=True):
+            count += 1
+            assert int(heading[1]) == count, f"{lang}/{unit}.md: demo heading {heading[1]}, want {count}"
+            between = source[heading.end():placeholder.start()]
+            assert not DEMO_HEADING[lang].search(between) and heading.start() < placeholder.start()
+    for unit in UNITS:
+        mentioned = {int(n) for n in DEMO_MENTION[lang].findall(text(unit, lang))}
+        assert mentioned <= set(range(1, count + 1)), f"{lang}/{unit}.md mentions demos {sorted(mentioned)}"
 
 
 @pytest.mark.parametrize("unit", UNITS)
 def test_the_languages_ask_the_same_questions(unit):
-    assert questions(text(unit, "zh")) == questions(text(unit, "en"))
+    assert questions(text(unit, "zh"), "zh") == questions(text(unit, "en"))
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
@@ -111,7 +176,8 @@ def test_the_languages_ask_the_same_questions(unit):
 def test_the_answer_key_answers_every_question(unit, lang):
     key = ANSWER_KEY / lang / f"{unit}.md"
     assert key.is_file(), f"{key.relative_to(ROOT)} is missing"
-    assert questions(key.read_text(encoding="utf-8")) == questions(text(unit, lang)), (
+    answers = key.read_text(encoding="utf-8")  # numbered in its own language, as its lessons are
+    assert questions(answers, lang) == questions(text(unit, lang), lang), (
         f"{key.relative_to(ROOT)} should answer each question of {lang}/{unit}.md, in order")
 
 

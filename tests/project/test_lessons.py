@@ -114,7 +114,8 @@ def test_1c_the_lessons_quote_where_float32_loses_the_signal(tmp_path):
     tiny, norms = DEMOS["rnn_decay"].FLOAT32_TINY, r["norms"]["tanh RNN"]
     assert step is not None and norms[step - 1] >= tiny > norms[step]
     for lang in languages(lessons.lesson_course()):
-        text = lessons.lesson_path("recurrent_cells", lang).read_text(encoding="utf-8")
+        parts = lessons.parse(lessons.lesson_path("recurrent_cells", lang).read_text(encoding="utf-8"))
+        text = "\n".join(arg for kind, arg in parts if kind == "markdown")
         assert re.search(rf"(?<!\d){step}(?!\d)", text), f"{lang}/recurrent_cells.md should quote step {step}"
 
 
@@ -200,6 +201,23 @@ def test_9_the_price_is_quadratic(tmp_path):
     assert att[-1] / att[0] > rnn[-1] / rnn[0], f"attention's time should grow faster: {att} vs {rnn}"
 
 
+def test_10_flash_attention_holds_a_line_of_memory(tmp_path, capfd):
+    """Small size: unit 2's peak grows like L^2, the tiles' like L; the profiler writes nothing."""
+    r = run_small("efficient_memory", tmp_path)
+    assert 1.8 < r["naive_slope"] < 2.1 and r["tiled_slope"] < 1.1, (r["naive_slope"], r["tiled_slope"])
+    assert len(set(r["tiled_bytes_per_token"])) == 1 and r["max_difference"] < 1e-5
+    captured = capfd.readouterr()
+    assert "profiler" not in captured.err + captured.out, captured.err[-500:]
+
+
+def test_11_a_kv_cache_keeps_the_step_cheap(tmp_path):
+    """Small size: without a cache the step grows with n far faster than with one, same output."""
+    r = run_small("decode_time", tmp_path)
+    uncached, cached = r["uncached_seconds"], r["cached_seconds"]
+    assert uncached[-1] / uncached[0] > 4 * cached[-1] / cached[0], (uncached, cached)
+    assert r["max_difference"] < 1e-5
+
+
 def test_demos_run_on_a_students_folder(tmp_path):
     """load_units takes a folder of unit files that import their siblings relatively."""
     folder = tmp_path / "submission"
@@ -276,6 +294,71 @@ def test_torchs_own_not_implemented_error_is_not_a_stub(tmp_path):
         run_demo("scaling", tmp_path, size="small", units=units_for("notebook", "attention", attention))
 
 
+NOTEBOOK_STUB = (ROOT / "assignments" / "attention.py").read_text(encoding="utf-8")
+
+
+def notebook_namespace(source: str) -> dict:
+    """A notebook's globals after running ``source`` as its cells."""
+    namespace = {"__name__": "__main__"}
+    exec(compile(source, "<cell>", "exec"), namespace)
+    return namespace
+
+
+def nbgrader_stub() -> str:
+    """attention.py as nbgrader's release leaves it in a notebook: each region a bare NotImplementedError()."""
+    from autograder.authoring import stubgen
+
+    return stubgen.clear_regions((ROOT / "solutions" / "attention.py").read_text(encoding="utf-8"))
+
+
+def test_auto_takes_the_notebooks_code_once_it_is_written(tmp_path):
+    """SOURCE = "auto": the answer cells when filled in; still stubs, the course's assignments/ file."""
+    written = notebook_namespace((ROOT / "solutions" / "attention.py").read_text(encoding="utf-8"))
+    assert units_for("auto", "attention", written).need("attention").__name__ == "__main__"
+    stubbed = notebook_namespace(nbgrader_stub())
+    units = units_for("auto", "attention", stubbed)
+    mine = Path(units.need("attention").__file__)
+    assert mine == ROOT / "assignments" / "attention.py"
+    with pytest.raises(UnitNotImplemented) as caught:
+        run_demo("scaling", tmp_path, size="small", units=units)
+    message = str(caught.value)
+    assert message.startswith("implement attention.py first (attention.py says: ") and str(mine) in message
+    assert "answer cells are not all filled in" in message and "SOURCE" in message
+    # "notebook" keeps the answer cells, stubs and all, and says so without an empty message.
+    with pytest.raises(UnitNotImplemented, match=r"says: not implemented yet\)\. It ran attention\.py "
+                                                 r"from this notebook's answer cells"):
+        run_demo("scaling", tmp_path, size="small", units=units_for("notebook", "attention", stubbed))
+
+
+def test_a_relative_folder_is_found_in_the_course(tmp_path, monkeypatch):
+    """SOURCE = "assignments" from a notebook in another folder: the course's assignments/."""
+    monkeypatch.chdir(tmp_path)
+    units = load_units("assignments")
+    assert Path(units.need("attention").__file__) == ROOT / "assignments" / "attention.py"
+    (tmp_path / "assignments").mkdir()
+    shutil.copyfile(ROOT / "solutions" / "attention.py", tmp_path / "assignments" / "attention.py")
+    assert Path(load_units("assignments").need("attention").__file__) == tmp_path / "assignments" / "attention.py"
+    with pytest.raises(ValueError, match=r"not a folder .*nor .*nowhere"):
+        load_units("nowhere")
+
+
+def test_a_demo_cell_on_a_stub_says_so_and_goes_on(tmp_path, capsys):
+    """run_and_show (the lessons' demo cell) prints one line and returns None; shows a plot once."""
+    from course.demos import run_and_show
+
+    assert run_and_show("scaling", tmp_path, size="small", units=load_units(ROOT / "assignments")) is None
+    out = capsys.readouterr().out
+    assert out.startswith("scaling: not run yet: implement attention.py first") and out.count("\n") == 1
+    result = run_and_show("scaling", tmp_path, size="small", units=load_units())
+    assert result["png"] and capsys.readouterr().out.count("Image") == 1  # outside a kernel, the image's repr
+
+
+def test_auto_takes_the_file_while_the_notebook_defines_nothing_of_the_unit(tmp_path):
+    """A notebook (or script) with none of the unit's definitions runs the course's assignments/ file."""
+    units = units_for("auto", "attention", {"__name__": "__main__", "SIZE": "small"})
+    assert Path(units.need("attention").__file__) == ROOT / "assignments" / "attention.py"
+
+
 def test_make_plots_on_stubs_exits_2_naming_the_file(tmp_path, capsys):
     assert make_plots.main([str(tmp_path), "--size", "small", "--only", "scaling",
                             "--source", str(ROOT / "assignments")]) == 2
@@ -328,6 +411,19 @@ def test_lesson_renders_as_a_jupytext_notebook(unit):
     graded = [c for c in code if c.metadata.get("nbgrader", {}).get("solution")]
     assert graded and all("### BEGIN SOLUTION" in c.source for c in graded)
     assert not any(re.search(r"^\s*from \.", c.source, re.M) for c in code), "relative imports cannot run in a notebook"
+
+
+def test_a_lessons_test_cells_test_what_source_picks():
+    """In the lessons (not in nbgrader's notebooks), a public test cell tests the code SOURCE picks
+    and is tagged raises-exception, so that a headless run shows its failure and goes on."""
+    from autograder.authoring.notebook import build_notebook
+
+    lesson = lessons.notebook("attention")
+    graded = build_notebook(lessons.lesson_course(), "attention")
+    tests = [c for c in lesson.cells if "public_test(" in c.source]
+    assert tests and all("raises-exception" in c.metadata["tags"] for c in tests)
+    assert all("code_for(SOURCE, 'attention', globals()))" in c.source for c in tests)
+    assert not [c for c in graded.cells if "code_for" in c.source or "raises-exception" in c.metadata.get("tags", [])]
 
 
 def test_rendered_lesson_runs_as_a_script(tmp_path):

@@ -62,3 +62,17 @@ def test_the_oldest_answers_go_first_past_the_budget(monkeypatch):
     double(inputs[0])
     assert len(calls) == 6  # the oldest was dropped
     assert memo._held[0] <= memo.MAX_BYTES
+
+
+def test_a_one_submission_grader_keeps_nothing(monkeypatch):
+    """keep_at_most(0) (GradingSession(remember=False)) drops what is held and keeps nothing after:
+    each question is computed, and answered right."""
+    monkeypatch.setattr(memo, "MAX_BYTES", memo.MAX_BYTES)  # restored after the test
+    double, calls = counting()
+    x = torch.arange(4.0)
+    double(x)
+    assert memo._held[0] > 0
+    memo.keep_at_most(0)
+    assert memo._held[0] == 0 and not memo._answers
+    assert torch.equal(double(x)[0], 2 * x) and torch.equal(double(x)[0], 2 * x)
+    assert len(calls) == 3 and not memo._answers

@@ -93,7 +93,8 @@ def manual_points(unit: str) -> float:
 
 
 def lesson_questions(unit: str, lang: str) -> list[str]:
-    return re.findall(r"^\*\*Question (\d+)\.\*\*", (COURSE.lessons / lang / f"{unit}.md").read_text(encoding="utf-8"), re.M)
+    word = re.escape(notebook.notebook_text(COURSE, lang)["question"])  # "Question", "问题": the lesson's language
+    return re.findall(rf"^\*\*{word} (\d+)\.\*\*", (COURSE.lessons / lang / f"{unit}.md").read_text(encoding="utf-8"), re.M)
 
 
 def fill(release: dict, source: dict, unit: str, *, bug: bool = False) -> dict:
@@ -352,7 +353,8 @@ def test_points_per_cell_add_up_to_the_rubric(lang):
         assert [_gid(c) for c in manual] == [notebook.grade_id(unit, f"question-{n}") for n in numbers] and numbers
         for cell in manual:
             before = nb["cells"][nb["cells"].index(cell) - 1]
-            assert _src(before).startswith(f"**Question {_gid(cell).rsplit('-', 1)[1]}.**"), (unit, _gid(cell))
+            word = notebook.notebook_text(COURSE, lang)["question"]
+            assert _src(before).startswith(f"**{word} {_gid(cell).rsplit('-', 1)[1]}.**"), (unit, _gid(cell))
             assert cell["cell_type"] == "markdown" and _src(cell) == notebook.ANSWER_STUB
             assert cell["metadata"] == {"nbgrader": {"grade": True, "solution": True, "task": False, "locked": False,
                                                      "points": notebook.QUESTION_POINTS, "grade_id": _gid(cell),
@@ -432,6 +434,20 @@ def test_a_corrupt_notebook_is_an_entry_in_the_csv(graded):
     assert {r["status"] for r in graded["csv"] if r["student_id"] == "good"} == {"graded"}
 
 
+def test_autograde_writes_the_class_report(graded):
+    """The class report of every path (issue 46): the students the trusted grade graded, each
+    property's failure rate (the buggy student's attention failures among them), and the
+    sandbox mode's notice, which the CSV's status carries too (none in full mode)."""
+    report = json.loads((graded["dir"] / steps.REPORT / "class_report.json").read_text(encoding="utf-8"))
+    handed = {r["student_id"] for r in graded["csv"] if r["status"] != "not submitted"}
+    assert report["graded"] == len(handed) > 0, (report["graded"], handed)
+    assert any(f["property"].startswith("attention: ") for f in report["failure_rates"]), report["failure_rates"]
+    assert (graded["dir"] / steps.REPORT / "class_report.png").is_file()
+    notice = report["isolation_warning"]
+    graded_rows = [r["status"] for r in graded["csv"] if r["status"].startswith("graded")]
+    assert graded_rows and all(s.endswith(notice) if notice else "WARNING" not in s for s in graded_rows)
+
+
 def test_nbgrader_scores_equal_the_cli(graded):
     """On the autograded cells: no written answer has a score yet, and the maximum less the
     written answers' points is the CLI's."""
@@ -444,16 +460,17 @@ def test_nbgrader_scores_equal_the_cli(graded):
 def _hidden_source_lines() -> list[str]:
     lines = []
     for path in COURSE.hidden_tests.glob("*.py"):
-        lines += [l.strip() for l in path.read_text(encoding="utf-8").splitlines()
-                  if len(l.strip()) > 25 and not l.strip().startswith(("#", '"""', "import", "from"))]
+        lines += [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+                  if len(line.strip()) > 25 and not line.strip().startswith(("#", '"""', "import", "from"))]
     return lines
 
 
 def _leaks(text: str, unit: str) -> list[str]:
     solution = (COURSE.solutions / COURSE.units[unit].file).read_text(encoding="utf-8")
-    given = (COURSE.assignments / COURSE.units[unit].file).read_text(encoding="utf-8")  # public by definition
-    found = [l for l in stubgen.solution_lines(solution) if len(l) > 12 and l in text]
-    found += [l for l in _hidden_source_lines() if l in text and l not in given]
+    # Public by definition: the stub, and the API page (a property may quote the sentence it checks).
+    given = (COURSE.assignments / COURSE.units[unit].file).read_text(encoding="utf-8") + COURSE.api.read_text(encoding="utf-8")
+    found = [line for line in stubgen.solution_lines(solution) if len(line) > 12 and line in text]
+    found += [line for line in _hidden_source_lines() if line in text and line not in given]
     found += [m for m in (notebook.HIDDEN_BEGIN, "hidden_tests(") if m in text]
     return found
 

@@ -24,11 +24,14 @@ import pytest
 import torch
 
 from conftest import ROOT
+from modes import NO_NAMESPACES
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 from autograder.sandbox.host import SandboxSubject
 from autograder.sandbox import zygote
-from autograder.sandbox.zygote import isolation_mode, landlock_abi, processes_of
+from autograder.sandbox import resources
+from autograder.sandbox.resources import processes_of
+from autograder.sandbox.zygote import isolation_mode, landlock_abi
 from autograder.core.protocol import Call, New, Result, StudentError
 from autograder.core.subject import TIMEOUTS_PER_UNIT
 
@@ -57,7 +60,7 @@ DRIVER = textwrap.dedent("""
     import dataclasses, json, os, sys, time
     from pathlib import Path
     from autograder.sandbox import host as sandbox
-    from autograder.sandbox import zygote
+    from autograder.sandbox import contents, resources, zygote
     from autograder.grading.grade import grade
     from autograder.core.manifest import load_course
     spec = json.loads(sys.argv[1])
@@ -88,34 +91,9 @@ DRIVER = textwrap.dedent("""
     results = grade(course, [Path(p) for p in spec["paths"]], units=spec["units"],
                     timeout=spec["timeout"], sandbox=spec["sandbox"])
     print(json.dumps({"seconds": time.monotonic() - start, "results": [r.to_dict() for r in results],
-                      "uids": zygote.USED_UIDS, "folders": sorted(set(zygote.USED_FOLDERS)),
-                      "spawned": spawned, "sites": sorted(zygote.package_entries()) if spec["sandbox"] else [],
+                      "uids": resources.USED_UIDS, "folders": sorted(set(resources.USED_FOLDERS)),
+                      "spawned": spawned, "sites": sorted(contents.package_entries()) if spec["sandbox"] else [],
                       "mode": zygote._MODE, "warning": zygote.mode_warning(zygote._MODE)}))
-""")
-
-
-# Prepended to the driver to simulate a container (Docker's default seccomp profile): unshare
-# and setns fail, clone fails with any namespace flag, clone3 is "not implemented" (so libc
-# falls back to clone). Everything the driver starts inherits the filter.
-NO_NAMESPACES = textwrap.dedent("""
-    import ctypes, struct
-    def _no_namespaces():
-        LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
-        ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
-        NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
-        program = [
-            (LD, 0, 0, 4), (JEQ, 0, 7, 0xC000003E),  # not x86_64: allow
-            (LD, 0, 0, 0), (JEQ, 6, 0, 272), (JEQ, 5, 0, 308), (JEQ, 5, 0, 435), (JEQ, 0, 2, 56),  # unshare setns clone3 clone
-            (LD, 0, 0, 16), (JSET, 1, 0, NEW_NAMESPACES),
-            (RET, 0, 0, ALLOW), (RET, 0, 0, EPERM), (RET, 0, 0, ENOSYS),
-        ]
-        code = b"".join(struct.pack("HBBI", *op) for op in program)
-        buffer = ctypes.create_string_buffer(code)
-        fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer))
-        libc = ctypes.CDLL(None, use_errno=True)
-        assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
-        assert libc.prctl(22, 2, ctypes.create_string_buffer(fprog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP_MODE_FILTER
-    _no_namespaces()
 """)
 
 
@@ -678,7 +656,7 @@ def test_a_worker_shares_one_cpu_with_its_grader_and_two_graders_spread(tmp_path
     allowed = os.sched_getaffinity(0)
     if len(allowed) < 2:
         pytest.skip("one CPU here: nothing to choose")
-    monkeypatch.setattr(zygote, "CPU_LOCKS", tmp_path / "cpus")  # the other tests' graders hold CPUs too
+    monkeypatch.setattr(resources, "CPU_LOCKS", tmp_path / "cpus")  # the other tests' graders hold CPUs too
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / "attention.py").write_text(
@@ -719,9 +697,9 @@ def test_a_planted_cpu_lock_folder_is_not_followed(tmp_path, monkeypatch):
         pytest.skip("one CPU here: no lock is taken")
     target = tmp_path / "elsewhere"
     target.mkdir()
-    monkeypatch.setattr(zygote, "CPU_LOCKS", tmp_path / "cpus")
+    monkeypatch.setattr(resources, "CPU_LOCKS", tmp_path / "cpus")
     (tmp_path / "cpus").symlink_to(target)
-    lease = zygote.CpuLease()
+    lease = resources.CpuLease()
     assert lease.cpu is None and not any(target.iterdir())
     lease.release()
 
@@ -729,7 +707,7 @@ def test_a_planted_cpu_lock_folder_is_not_followed(tmp_path, monkeypatch):
 def test_a_worker_that_joins_its_cgroups_takes_what_it_starts_with_it():
     """A worker joins through each cgroup's ``tasks`` (one thread, no RCU wait): the process
     is then inside, and so is every process it starts; ``kill`` ends them all."""
-    cgroups = zygote.Cgroups(f"attn-{os.getpid()}-jointest", memory=256 << 20)
+    cgroups = resources.Cgroups(resources.cgroup_name("jointest"), memory=256 << 20)
     if not cgroups.paths:
         pytest.skip("no writable v1 cgroup here")
     fds = cgroups.join_fds()
@@ -791,19 +769,19 @@ def test_a_planted_uid_lock_folder_is_refused_with_a_message(tmp_path, monkeypat
     stops with a message that says what to remove, and nothing is made where a link points."""
     target = tmp_path / "elsewhere"
     target.mkdir()
-    monkeypatch.setattr(zygote, "UID_LOCKS", tmp_path / "uids")
+    monkeypatch.setattr(resources, "UID_LOCKS", tmp_path / "uids")
     (tmp_path / "uids").symlink_to(target)
-    with pytest.raises(zygote.SandboxError, match="remove it and grade again"):
-        zygote.UidLease()
+    with pytest.raises(resources.SandboxError, match="remove it and grade again"):
+        resources.UidLease()
     assert not any(target.iterdir())
     (tmp_path / "uids").unlink()
     (tmp_path / "uids").mkdir(mode=0o777)
     os.chmod(tmp_path / "uids", 0o777)  # (mkdir's mode passes through the umask)
-    with pytest.raises(zygote.SandboxError, match="writable by others"):
-        zygote.UidLease()
+    with pytest.raises(resources.SandboxError, match="writable by others"):
+        resources.UidLease()
     os.chmod(tmp_path / "uids", 0o700)
-    lease = zygote.UidLease()  # our own folder: a uid
-    assert zygote.UID_MIN <= lease.uid < zygote.UID_MAX
+    lease = resources.UidLease()  # our own folder: a uid
+    assert resources.UID_MIN <= lease.uid < resources.UID_MAX
     lease.release()
 
 

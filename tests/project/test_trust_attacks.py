@@ -17,13 +17,12 @@ What a sound grader does with each case:
 from __future__ import annotations
 
 import ast
-import os
 
 import pytest
 
 from conftest import ROOT
 from autograder.core.manifest import load_course
-from autograder.sandbox.zygote import isolation_mode
+from modes import params, skip_reason
 from test_sandbox import drive, leftovers
 
 COURSE = load_course(ROOT)
@@ -73,21 +72,12 @@ def test_the_suite_covers_every_unit_and_class():
     assert all(f"`{case}`" in listed for case in CASES), [c for c in CASES if f"`{c}`" not in listed]
 
 
-def _mode_skip(mode: str) -> str | None:
-    if mode == "full" and isolation_mode() != "full":
-        return f"full mode is not available here ({isolation_mode()} mode: no namespaces)"
-    if mode == "container" and os.geteuid() != 0:
-        return "container mode needs root (a worker uid to switch to)"
-    return None
-
-
 # One grading run per mode, covering every case and the reference; each run's tests share an
 # xdist group, so one worker makes it (session scope: interleaved modules would start it again).
-@pytest.fixture(scope="session", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"trust-{m}"), id=m)
-                                          for m in ("full", "container", "plain")])
+@pytest.fixture(scope="session", params=params("trust"))
 def trust_run(request, tmp_path_factory) -> dict:
     mode = request.param
-    reason = _mode_skip(mode)
+    reason = skip_reason(mode)
     if reason:
         pytest.skip(reason)
     paths = [COURSE.solutions, *(TRUST / c for c in CASES)]

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.unit("attention")
 @pytest.mark.points(1)
 def test_softmax_small_example(subject):
     """softmax([0, ln 2, ln 3]) is [1/6, 2/6, 3/6]"""
+    # Checks: A1.
     x = torch.tensor([0.0, math.log(2.0), math.log(3.0)])
     assert_close(subject.call("softmax", x), torch.tensor([1.0, 2.0, 3.0]) / 6, what="softmax([0, ln 2, ln 3])")
 
@@ -24,6 +25,7 @@ def test_softmax_small_example(subject):
 @pytest.mark.points(1)
 def test_causal_mask_three_by_three(subject):
     """causal_mask(3) is the lower triangle"""
+    # Checks: A3, A4.
     got = check_tensor(subject.call("causal_mask", 3), shape=(3, 3), dtype=torch.bool, what="causal_mask(3)")
     assert torch.equal(got, torch.ones(3, 3, dtype=torch.bool).tril()), f"causal_mask(3) gave\n{got}"
 
@@ -31,6 +33,7 @@ def test_causal_mask_three_by_three(subject):
 @pytest.mark.points(1)
 def test_attention_shapes(subject):
     """attention returns output (B, L, Ev) and weights (B, L, S)"""
+    # Checks: A5.
     gen = torch.Generator().manual_seed(0)  # the same inputs on every run, so the same message
     q, k, v = torch.randn(2, 3, 4, generator=gen), torch.randn(2, 5, 4, generator=gen), torch.randn(2, 5, 6, generator=gen)
     out, weights = subject.call("scaled_dot_product_attention", q, k, v)
@@ -41,12 +44,16 @@ def test_attention_shapes(subject):
 @pytest.mark.points(1)
 def test_attention_hand_example(subject):
     """one query, two keys: the weights are softmax of the scaled scores"""
+    # Checks: A5, A6.
     q = torch.tensor([[[1.0, 0.0]]])  # (1, 1, 2)
     k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
     v = torch.tensor([[[10.0], [20.0]]])  # (1, 2, 1)
     w = torch.softmax(torch.tensor([1.0, 0.0]) / math.sqrt(2.0), dim=0)
     out, weights = subject.call("scaled_dot_product_attention", q, k, v)
-    assert_close(weights, w.reshape(1, 1, 2), what="weights")
+    # The hidden grade's advice for the bugs this case shows (its texts, word for word: test_hints).
+    scaled = [(torch.softmax(torch.tensor([1.0, 0.0]) * s, dim=0).reshape(1, 1, 2), advice) for s, advice in (
+        (1.0, "did you forget to divide the scores by sqrt(d_k)?"), (0.5, "the scale is 1/sqrt(E), not 1/E."))]
+    assert_close(weights, w.reshape(1, 1, 2), what="weights", hints=scaled)
     assert_close(out, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="output")
 
 
@@ -71,6 +78,7 @@ def check_even_weights(subject, L, S, expected_rows, **kwargs):
 @pytest.mark.points(1)
 def test_bool_mask_true_means_may_attend(subject):
     """a bool attn_mask: True = may attend, False keys get zero weight"""
+    # Checks: A7.
     mask = torch.tensor([[True, False, True], [False, True, False]])  # (L=2, S=3)
     check_even_weights(subject, 2, 3, [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]], attn_mask=mask)
 
@@ -78,6 +86,7 @@ def test_bool_mask_true_means_may_attend(subject):
 @pytest.mark.points(1)
 def test_float_mask_is_added_to_the_scores(subject):
     """a float attn_mask is added to the scores: adding [0, ln 2, ln 3] gives weights [1, 2, 3] / 6"""
+    # Checks: A7.
     mask = torch.tensor([[0.0, math.log(2.0), math.log(3.0)]])  # (L=1, S=3)
     check_even_weights(subject, 1, 3, [[1 / 6, 2 / 6, 3 / 6]], attn_mask=mask)
 
@@ -85,6 +94,7 @@ def test_float_mask_is_added_to_the_scores(subject):
 @pytest.mark.points(1)
 def test_causal_with_fewer_queries_than_keys_aligns_bottom_right(subject):
     """is_causal with L=2 queries and S=3 keys aligns bottom-right: query 0 sees keys 0-1, query 1 sees all 3"""
+    # Checks: A8.
     want = torch.tensor([[True, True, False], [True, True, True]])
     got = check_tensor(subject.call("causal_mask", 2, 3), shape=(2, 3), dtype=torch.bool, what="causal_mask(2, 3)")
     assert torch.equal(got, want), f"causal_mask(2, 3) gave\n{got}\nexpected (query i sits at position i + S - L)\n{want}"
@@ -94,6 +104,7 @@ def test_causal_with_fewer_queries_than_keys_aligns_bottom_right(subject):
 @pytest.mark.points(1)
 def test_causal_and_mask_both_apply(subject):
     """is_causal and attn_mask combine: a key must be allowed by both"""
+    # Checks: A8.
     mask = torch.tensor([[True, False, True]])  # (1, S=3): key 1 hidden from every query
     rows = [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.5, 0.0, 0.5]]
     check_even_weights(subject, 3, 3, rows, attn_mask=mask, is_causal=True)
@@ -102,6 +113,7 @@ def test_causal_and_mask_both_apply(subject):
 @pytest.mark.points(1)
 def test_fully_masked_row_gives_zeros(subject):
     """a query with no key it may attend gets zero weights and a zero output (not NaN, not uniform)"""
+    # Checks: A9.
     # Masking with a large finite number such as -1e9 instead of -inf gives
     # this row uniform weights [1/2, 1/2].
     mask = torch.tensor([[False, False], [True, False]])  # query 0 may attend nothing
@@ -111,6 +123,7 @@ def test_fully_masked_row_gives_zeros(subject):
 @pytest.mark.points(1)
 def test_dropout_zero_is_deterministic(subject):
     """with dropout_p=0 nothing random happens: every seed gives softmax(q k^T / sqrt(E)) v"""
+    # Checks: A11.
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 8, 4, generator=gen) for _ in range(3))
     weights = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # sqrt(E) = 2
@@ -124,6 +137,7 @@ def test_dropout_zero_is_deterministic(subject):
 @pytest.mark.points(1)
 def test_dropout_zeroes_weights_and_rescales_the_rest(subject):
     """dropout_p=0.25 zeroes about a quarter of the weights and multiplies the others by 1 / (1 - 0.25)"""
+    # Checks: A10.
     q, k, v = zero_query_case(40, 10)  # 400 weights, each 1/10 before dropout
     _, weights = subject.run(Call(subject.unit, "scaled_dot_product_attention", (q, k, v),
                                   {"dropout_p": 0.25}, seed=0)).output
@@ -136,23 +150,30 @@ def test_dropout_zeroes_weights_and_rescales_the_rest(subject):
 @pytest.mark.points(1)
 def test_softmax_large_inputs_and_other_dims(subject):
     """softmax is finite for inputs of 1e4 and normalizes along the dim it is given"""
+    # Checks: A1.
     x = torch.tensor([1e4, 1e4 + math.log(3.0)])
     assert_close(subject.call("softmax", x), torch.tensor([0.25, 0.75]), what="softmax([1e4, 1e4 + ln 3])")
     columns = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
     assert_close(subject.call("softmax", columns, dim=0), torch.tensor([[0.25, 0.5], [0.75, 0.5]]),
-                 what="softmax([[0, 0], [ln 3, 0]], dim=0)")
+                 what="softmax([[0, 0], [ln 3, 0]], dim=0)",
+                 hints=[(torch.softmax(columns, dim=-1), "normalize along the `dim` argument, not always the last dim.")])
 
 
 @pytest.mark.points(1)
 def test_scale_argument_replaces_one_over_sqrt_e(subject):
-    """scale=1 multiplies the scores by 1 instead of 1 / sqrt(E)"""
-    q, k = torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[math.log(3.0), 0.0], [0.0, 1.0]]])
-    _, weights = subject.call("scaled_dot_product_attention", q, k, torch.zeros(1, 2, 1), scale=1.0)
-    assert_close(weights, torch.tensor([[[0.75, 0.25]]]), what="weights with scale=1")
+    """scale=2 multiplies the scores by 2 instead of 1 / sqrt(E) (multiplies: dividing by it differs)"""
+    # Checks: A6.
+    q, k = torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[math.log(3.0) / 2, 0.0], [0.0, 1.0]]])
+    _, weights = subject.call("scaled_dot_product_attention", q, k, torch.zeros(1, 2, 1), scale=2.0)
+    scores = torch.tensor([math.log(3.0) / 2, 0.0])
+    ignored = torch.softmax(scores / math.sqrt(2.0), dim=0).reshape(1, 1, 2)  # 1/sqrt(E) kept
+    assert_close(weights, torch.tensor([[[0.75, 0.25]]]), what="weights with scale=2",
+                 hints=[(ignored, "the `scale` argument was ignored.")])
 
 
 @pytest.mark.points(1)
 def test_wrong_widths_raise_value_error(subject):
     """query and key of different widths raise ValueError naming both sizes"""
+    # Checks: G8.
     call = Call(subject.unit, "scaled_dot_product_attention", (torch.zeros(1, 2, 3), torch.zeros(1, 4, 5), torch.zeros(1, 4, 1)))
     assert_raises(subject.run, call, "ValueError", mentions=(3, 5))

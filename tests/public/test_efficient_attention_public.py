@@ -17,6 +17,7 @@ pytestmark = pytest.mark.unit("efficient_attention")
 @pytest.mark.points(1)
 def test_flash_one_query_two_tiles(subject):
     """one query, two keys in two tiles of one key: the output is softmax of the scaled scores times the values"""
+    # Checks: E2.
     q = torch.tensor([[[1.0, 0.0]]])  # (1, 1, 2)
     k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
     v = torch.tensor([[[10.0], [20.0]]])  # (1, 2, 1)
@@ -28,6 +29,7 @@ def test_flash_one_query_two_tiles(subject):
 @pytest.mark.points(1)
 def test_flash_equals_plain_attention(subject):
     """with is_causal and tiles of 2 that do not divide the lengths, the output is softmax(q k^T / sqrt(E)) v"""
+    # Checks: E2.
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 5, 4, generator=gen) for _ in range(3))
     scores = (q @ k.transpose(-2, -1) / 2.0).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
@@ -38,22 +40,65 @@ def test_flash_equals_plain_attention(subject):
 @pytest.mark.points(1)
 def test_flash_fully_masked_row_gives_zeros(subject):
     """is_causal with L=2 queries and S=1 key: query 0 sees no key (zeros, not NaN), query 1 sees key 0"""
+    # Checks: E3.
     q, k, v = torch.zeros(1, 2, 2), torch.zeros(1, 1, 2), torch.tensor([[[3.0, 4.0]]])
     got = subject.call("flash_attention", q, k, v, is_causal=True, block_size=1)
     assert_close(got, torch.tensor([[[0.0, 0.0], [3.0, 4.0]]]), what="output")
 
 
 @pytest.mark.points(1)
+def test_flash_very_negative_scores(subject):
+    """one query whose two scores are -65536 and -65537 (float64, scale 1): the output is their softmax times the values, not zeros"""
+    # Checks: E2.
+    q = torch.tensor([[[256.0]]], dtype=torch.float64)  # (1, 1, 1)
+    k = torch.tensor([[[-256.0], [-256.0 - 1 / 256]]], dtype=torch.float64)  # (1, 2, 1): scores -65536, -65537
+    v = torch.tensor([[[10.0], [20.0]]], dtype=torch.float64)  # (1, 2, 1)
+    w = 1 / (1 + math.exp(-1.0))  # the first key's weight: exp(0) / (exp(0) + exp(-1))
+    got = subject.call("flash_attention", q, k, v, scale=1.0, block_size=1)
+    assert_close(got, torch.tensor([[[10.0 * w + 20.0 * (1 - w)]]], dtype=torch.float64), dtype=torch.float64,
+                 what="flash_attention of scores below -5e4 (start the running maximum at -inf)")
+
+
+@pytest.mark.points(1)
 def test_repeat_kv_groups_consecutive_heads(subject):
     """repeat_kv of heads [a, b] with 2 groups is [a, a, b, b]"""
+    # Checks: E9.
     x = torch.tensor([1.0, 2.0]).reshape(1, 2, 1, 1)  # (B=1, Hkv=2, S=1, Dh=1)
     got = subject.call("repeat_kv", x, 2)
     assert_close(got, torch.tensor([1.0, 1.0, 2.0, 2.0]).reshape(1, 4, 1, 1), what="repeat_kv(x, 2)")
 
 
 @pytest.mark.points(1)
+def test_rotate_pairs_turns_interleaved_pairs(subject):
+    """rotate_pairs turns the pair (x[0], x[1]) of a token at position 1 by 1 radian, and (x[2], x[3]) at position 2 by 2 / 100"""
+    # Checks: E10.
+    x = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])  # (L=2, D=4): e_0, then e_2
+    got = subject.call("rotate_pairs", x, torch.tensor([1, 2]))
+    t = 2 * 10000.0 ** (-2 / 4)  # pair 1 turns at 10000^(-2i/D) = 1/100 per position
+    expected = torch.tensor([[math.cos(1.0), math.sin(1.0), 0.0, 0.0], [0.0, 0.0, math.cos(t), math.sin(t)]])
+    assert_close(got, expected, what="rotate_pairs(x, positions=[1, 2]) (interleaved pairs, as unit 4's apply_rope)")
+
+
+@pytest.mark.points(1)
+def test_kv_cache_buffers_stay_out_of_state_dict(subject):
+    """a new KVCache holds no tensor (keys and values are None); after an append it returns them and its state_dict stays empty"""
+    # Checks: E11, E12, E14.
+    new = subject.run(Call(subject.unit, New("KVCache"), method="state_dict", return_state=True))
+    held = sorted(name for name in (new.buffers or {}) if name in ("keys", "values"))
+    assert not held, f"a new KVCache holds {held}: keys and values are None until the first append"
+    gen = torch.Generator().manual_seed(2)
+    k, v = torch.randn(1, 1, 2, 3, generator=gen), torch.randn(1, 1, 2, 3, generator=gen)
+    result = subject.run(Call(subject.unit, New("KVCache"), (k, v), method="append", return_state=True))
+    assert_close(result.output[0], k, what="keys")
+    assert_close(result.output[1], v, what="values")
+    assert not result.state, (f"state_dict should be empty (keys and values are non-persistent buffers), "
+                              f"got {sorted(result.state)}")
+
+
+@pytest.mark.points(1)
 def test_kv_cache_first_append(subject):
     """appending to an empty KVCache returns what was appended: the whole cache"""
+    # Checks: E14.
     gen = torch.Generator().manual_seed(0)  # the same inputs on every run, so the same message
     k, v = torch.randn(1, 2, 3, 4, generator=gen), torch.randn(1, 2, 3, 5, generator=gen)
     keys, values = subject.run(Call(subject.unit, New("KVCache"), (k, v), method="append")).output
@@ -64,6 +109,7 @@ def test_kv_cache_first_append(subject):
 @pytest.mark.points(1)
 def test_shapes(subject):
     """multi-query attention (1 kv head): output (B, L, E), and the cache holds (B, 1, L, Dh)"""
+    # Checks: E18, E25, E28.
     x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
     attn = New("GroupedQueryAttention", (8, 4, 1))
     check_tensor(subject.call(attn, x), shape=(2, 5, 8), what="output")
@@ -76,6 +122,7 @@ def test_shapes(subject):
 @pytest.mark.points(1)
 def test_decode_token_by_token_equals_full_pass(subject):
     """with rotary positions, a prompt of 2 then 3 single tokens gives the outputs of one full causal pass"""
+    # Checks: E20, E27.
     x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(1))
     attn = New("GroupedQueryAttention", (8, 4, 2), {"rope_base": 10000.0})
     full = subject.call(attn, x)  # the same seeded weights in both calls
@@ -87,6 +134,18 @@ def test_decode_token_by_token_equals_full_pass(subject):
 
 @pytest.mark.points(1)
 def test_bad_sizes_raise_value_error(subject):
-    """num_heads=4 with num_kv_heads=3 raises ValueError naming both"""
+    """ValueError for num_heads=4 with num_kv_heads=3 (naming both), an odd head dim with rope_base, a 1-D key or unequal widths in flash_attention, disagreeing key and value in KVCache.append, chunk sizes [2, 0, 1] or [2, 2] for L = 3"""
+    # Checks: E8, E15, E17, E29.
     call = Call(subject.unit, New("GroupedQueryAttention", (8, 4, 3)), (torch.zeros(1, 2, 8),))
     assert_raises(subject.run, call, "ValueError", mentions=(4, 3))
+    odd = New("GroupedQueryAttention", (6, 2, 1), {"rope_base": 10000.0})  # head dim 3: no pairs to rotate
+    assert_raises(subject.run, Call(subject.unit, odd, (torch.zeros(1, 2, 6),)), "ValueError")
+    q, v = torch.zeros(1, 2, 4), torch.zeros(1, 3, 5)
+    assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, torch.zeros(4), v)), "ValueError")
+    assert_raises(subject.run, Call(subject.unit, "flash_attention", (q, torch.zeros(1, 3, 6), v)), "ValueError")
+    k4, v4 = torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 2, 4)  # 3 keys, 2 values
+    assert_raises(subject.run, Call(subject.unit, New("KVCache"), (k4, v4), method="append"), "ValueError")
+    x = torch.zeros(1, 3, 8)
+    for sizes in ([2, 0, 1], [2, 2]):
+        call = Call(subject.unit, "decode_in_chunks", (New("GroupedQueryAttention", (8, 4, 2)), x, sizes))
+        assert_raises(subject.run, call, "ValueError")

@@ -26,6 +26,7 @@ def identity_state(E: int) -> dict:
 @pytest.mark.points(1)
 def test_split_heads_small_example(subject):
     """split_heads of features [0 1 2 3] into 2 heads gives [0 1] and [2 3]"""
+    # Checks: M1.
     x = torch.arange(8.0).reshape(1, 2, 4)  # (B=1, L=2, E=4)
     got = subject.run(Call(subject.unit, "split_heads", (x, 2))).output
     check_tensor(got, shape=(1, 2, 2, 2), what="split_heads(x, 2)")
@@ -36,6 +37,7 @@ def test_split_heads_small_example(subject):
 @pytest.mark.points(1)
 def test_merge_heads_undoes_split_heads(subject):
     """merge_heads(split_heads(x)) gives x back"""
+    # Checks: M2.
     x = torch.arange(2 * 3 * 6.0).reshape(2, 3, 6)
     split = subject.run(Call(subject.unit, "split_heads", (x, 3))).output
     back = subject.run(Call(subject.unit, "merge_heads", (split,))).output
@@ -45,6 +47,7 @@ def test_merge_heads_undoes_split_heads(subject):
 @pytest.mark.points(1)
 def test_output_and_weight_shapes(subject):
     """the output is (B, L, E); the weights (B, L, S) averaged, or (B, H, L, S) per head"""
+    # Checks: M4, M9.
     gen = torch.Generator().manual_seed(0)  # the same inputs on every run, so the same message
     q, kv = torch.randn(2, 3, 8, generator=gen), torch.randn(2, 5, 8, generator=gen)
     recipe = New("MultiHeadAttention", (8, 2))
@@ -58,6 +61,7 @@ def test_output_and_weight_shapes(subject):
 @pytest.mark.points(1)
 def test_identity_projections_hand_example(subject):
     """with identity projections and one head, it is softmax(x x^T / sqrt(E)) x"""
+    # Checks: M8.
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
     w = torch.softmax(torch.tensor([[1.0, 0.0], [0.0, 1.0]]) / math.sqrt(2.0), dim=-1)
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
@@ -69,6 +73,7 @@ def test_identity_projections_hand_example(subject):
 @pytest.mark.points(1)
 def test_padded_key_gets_no_weight(subject):
     """a key marked True in key_padding_mask gets zero weight"""
+    # Checks: M6.
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])  # (1, 3, 2)
     padding = torch.tensor([[False, False, True]])
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
@@ -94,6 +99,7 @@ def torch_reference(E: int, H: int, kdim: int, vdim: int, *, bias: bool):
 @pytest.mark.points(1)
 def test_cross_attention_matches_torch(subject):
     """cross-attention with kdim=3, vdim=5, L=2 queries and S=4 keys equals nn.MultiheadAttention, with and without bias"""
+    # Checks: M3, M4.
     gen = torch.Generator().manual_seed(1)
     q, key, value = torch.randn(2, 2, 4, generator=gen), torch.randn(2, 4, 3, generator=gen), torch.randn(2, 4, 5, generator=gen)
     for bias in (True, False):
@@ -112,6 +118,7 @@ def test_cross_attention_matches_torch(subject):
 @pytest.mark.points(1)
 def test_fully_padded_batch_element_gives_out_proj_bias(subject):
     """a batch element whose keys are all padding gets zero weights, and its output is out_proj.bias"""
+    # Checks: M10.
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [2.0, 0.0]]])  # (B=2, L=2, E=2)
     padding = torch.tensor([[False, True], [True, True]])  # element 1: every key padded
     state = identity_state(2)
@@ -127,6 +134,7 @@ def test_fully_padded_batch_element_gives_out_proj_bias(subject):
 @pytest.mark.points(1)
 def test_attn_mask_true_means_may_attend(subject):
     """a bool attn_mask (L, S) follows unit 2: True = may attend (torch's bool masks mean the opposite)"""
+    # Checks: M7.
     x = torch.zeros(1, 2, 2)  # equal scores: the weights spread evenly over the allowed keys
     mask = torch.tensor([[True, False], [True, True]])
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
@@ -137,6 +145,7 @@ def test_attn_mask_true_means_may_attend(subject):
 @pytest.mark.points(1)
 def test_is_causal_hides_later_keys(subject):
     """is_causal=True: query i attends only keys j <= i"""
+    # Checks: M7.
     x = torch.zeros(1, 3, 2)
     recipe = New("MultiHeadAttention", (2, 1), state=identity_state(2))
     _, weights = subject.run(Call(subject.unit, recipe, (x,), {"is_causal": True})).output
@@ -147,6 +156,7 @@ def test_is_causal_hides_later_keys(subject):
 @pytest.mark.points(1)
 def test_need_weights_false_and_eval_dropout(subject):
     """need_weights=False returns None for the weights, and dropout is off in eval mode"""
+    # Checks: M9, G1.
     x = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     w = torch.softmax(torch.tensor([[1.0, 0.0], [0.0, 1.0]]) / math.sqrt(2.0), dim=-1)
     recipe = New("MultiHeadAttention", (2, 1), {"dropout": 0.5}, state=identity_state(2))
@@ -158,6 +168,7 @@ def test_need_weights_false_and_eval_dropout(subject):
 @pytest.mark.points(1)
 def test_wrong_sizes_raise_value_error(subject):
     """embed_dim not divisible by num_heads, or a query of the wrong width, raises ValueError naming the sizes"""
+    # Checks: G8.
     assert_raises(subject.run, Call(subject.unit, New("MultiHeadAttention", (6, 4)), (torch.zeros(1, 2, 6),)),
                   "ValueError", mentions=(6, 4))
     assert_raises(subject.run, Call(subject.unit, New("MultiHeadAttention", (4, 2)), (torch.zeros(1, 2, 3),)),

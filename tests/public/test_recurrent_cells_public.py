@@ -23,6 +23,7 @@ def zeros_state(gates, D, H):
 @pytest.mark.points(1)
 def test_rnn_cell_hand_example(subject):
     """RNNCell with W_ih = [[1]], W_hh = [[0.5]], zero biases: h' = tanh(1*2 + 0.5*2) = tanh(3)"""
+    # Checks: R3.
     state = {"weight_ih": torch.tensor([[1.0]]), "weight_hh": torch.tensor([[0.5]]),
              "bias_ih": torch.zeros(1), "bias_hh": torch.zeros(1)}
     cell = New("RNNCell", (1, 1), state=state)
@@ -33,6 +34,7 @@ def test_rnn_cell_hand_example(subject):
 @pytest.mark.points(1)
 def test_lstm_cell_zero_weights(subject):
     """LSTMCell with zero weights: every gate is 1/2, so c' = c / 2 and h' = tanh(c') / 2"""
+    # Checks: R4, R5.
     cell = New("LSTMCell", (2, 3), state=zeros_state(4, 2, 3))
     c = torch.tensor([[1.0, -2.0, 0.5]])
     h_next, c_next = subject.run(Call(subject.unit, cell, (torch.ones(1, 2), (torch.zeros(1, 3), c)))).output
@@ -43,6 +45,7 @@ def test_lstm_cell_zero_weights(subject):
 @pytest.mark.points(1)
 def test_gru_cell_zero_weights(subject):
     """GRUCell with zero weights: z = 1/2 and n = 0, so h' = h / 2"""
+    # Checks: R6.
     cell = New("GRUCell", (2, 3), state=zeros_state(3, 2, 3))
     h = torch.tensor([[1.0, -2.0, 0.5]])
     got = subject.run(Call(subject.unit, cell, (torch.ones(1, 2), h))).output
@@ -52,6 +55,7 @@ def test_gru_cell_zero_weights(subject):
 @pytest.mark.points(1)
 def test_unroll_shapes(subject):
     """unroll of an RNNCell(3, 4) over xs (2, 5, 3) gives outputs (2, 5, 4) and final_state = outputs[:, -1]"""
+    # Checks: R8, R9.
     outputs, final = subject.run(Call(subject.unit, "unroll", (New("RNNCell", (3, 4)), torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0))))).output
     check_tensor(outputs, shape=(2, 5, 4), what="outputs")
     assert_close(final, outputs[:, -1], what="final_state")
@@ -60,6 +64,7 @@ def test_unroll_shapes(subject):
 @pytest.mark.points(1)
 def test_gradient_norms_last_entry(subject):
     """gradient_norms over 4 steps has 4 entries, the last sqrt(H) = 2 for H = 4"""
+    # Checks: R10.
     norms = subject.run(Call(subject.unit, "gradient_norms", (New("GRUCell", (3, 4)), torch.randn(1, 4, 3, generator=torch.Generator().manual_seed(0))))).output
     check_tensor(norms, shape=(4,), what="gradient_norms")
     assert_close(norms[-1], torch.tensor(2.0), what="the last entry")
@@ -75,6 +80,7 @@ def torch_cell(kind: str, D: int, H: int, **kwargs):
 @pytest.mark.points(1)
 def test_cells_match_torch(subject):
     """RNNCell (tanh and relu), LSTMCell and GRUCell with torch's weights give torch's next state"""
+    # Checks: R1, R3, R4, R6, G5.
     gen = torch.Generator().manual_seed(1)
     x, h, c = torch.randn(2, 3, generator=gen), torch.randn(2, 4, generator=gen), torch.randn(2, 4, generator=gen)
     cases = [("RNNCell", {"nonlinearity": "tanh"}, h), ("RNNCell", {"nonlinearity": "relu"}, h),
@@ -92,6 +98,7 @@ def test_cells_match_torch(subject):
 @pytest.mark.points(1)
 def test_unbatched_step_stays_unbatched(subject):
     """an unbatched step x (D,) with h (H,) gives h' (H,), equal to the batched step's row"""
+    # Checks: R2.
     ref, params = torch_cell("RNNCell", 3, 4)
     x, h = torch.ones(3), torch.zeros(4)
     got = check_tensor(subject.run(Call(subject.unit, New("RNNCell", (3, 4), state=params), (x, h))).output, shape=(4,), what="h'")
@@ -102,6 +109,7 @@ def test_unbatched_step_stays_unbatched(subject):
 @pytest.mark.points(1)
 def test_unroll_steps_through_time_from_the_given_state(subject):
     """unroll of an LSTMCell steps t = 0, 1, 2 in order from the given (h, c) and returns the last (h, c)"""
+    # Checks: R8, R9.
     ref, params = torch_cell("LSTMCell", 2, 3)
     gen = torch.Generator().manual_seed(2)
     xs, state = torch.randn(1, 3, 2, generator=gen), (torch.randn(1, 3, generator=gen), torch.randn(1, 3, generator=gen))
@@ -120,6 +128,7 @@ def test_unroll_steps_through_time_from_the_given_state(subject):
 @pytest.mark.points(1)
 def test_wrong_shapes_raise_value_error(subject):
     """a wrong input size, or xs that is not (B, T, D), raises ValueError naming the sizes"""
+    # Checks: G8.
     assert_raises(subject.run, Call(subject.unit, New("RNNCell", (3, 4)), (torch.zeros(2, 5),)), "ValueError", mentions=(3, 5))
     # xs (4, 3) is not (B, T, D), though each xs[:, t] would pass as an unbatched step of size 4.
     assert_raises(subject.run, Call(subject.unit, "unroll", (New("RNNCell", (4, 4)), torch.zeros(4, 3))), "ValueError",

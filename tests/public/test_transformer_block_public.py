@@ -17,6 +17,7 @@ pytestmark = pytest.mark.unit("transformer_block")
 @pytest.mark.points(1)
 def test_layer_norm_small_example(subject):
     """LayerNorm(4) of [1, 2, 3, 4] is (x - 2.5) / sqrt(1.25 + 1e-5)"""
+    # Checks: T2.
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     expected = (x - 2.5) / math.sqrt(1.25 + 1e-5)  # mean 2.5, biased variance 1.25
     assert_close(subject.call(New("LayerNorm", (4,)), x), expected, what="LayerNorm(4)([1, 2, 3, 4])")
@@ -25,6 +26,7 @@ def test_layer_norm_small_example(subject):
 @pytest.mark.points(1)
 def test_feed_forward_identity_layers_give_gelu(subject):
     """FeedForward with identity linear layers is the exact GELU: gelu(1) = 0.8413447, gelu(-1) = -0.1586553"""
+    # Checks: T3.
     state = {"linear1.weight": torch.eye(3), "linear1.bias": torch.zeros(3),
              "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
     x = torch.tensor([[[-1.0, 0.0, 1.0]]])
@@ -36,6 +38,7 @@ def test_feed_forward_identity_layers_give_gelu(subject):
 @pytest.mark.points(1)
 def test_block_output_shape(subject):
     """TransformerBlock(8, 2, 16) maps (2, 5, 8) to (2, 5, 8) in both norm modes"""
+    # Checks: T7.
     x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
     for norm_first in (False, True):
         out = subject.call(New("TransformerBlock", (8, 2, 16), {"norm_first": norm_first}), x)
@@ -45,6 +48,7 @@ def test_block_output_shape(subject):
 @pytest.mark.points(1)
 def test_pre_norm_block_with_silent_sublayers_is_identity(subject):
     """a pre-norm block whose out_proj and linear2 are zero returns its input"""
+    # Checks: T9.
     d, d_ff = 4, 8
     gen = torch.Generator().manual_seed(0)
     state = {}
@@ -91,7 +95,9 @@ def check_against_torch(subject, *, norm_first: bool, bias: bool = True, masks: 
     if masks:  # causal, and the last key of batch element 0 is padding
         padding = torch.tensor([[False, False, False, True], [False, False, False, False]])
         kwargs = {"is_causal": True, "key_padding_mask": padding}
-        theirs = {"src_mask": torch.nn.Transformer.generate_square_subsequent_mask(4), "src_key_padding_mask": padding}
+        # torch's bool masks (True: masked), both of one type: a float src_mask beside a bool padding
+        # mask makes torch warn, and the warning reaches the student's notebook.
+        theirs = {"src_mask": torch.ones(4, 4, dtype=torch.bool).triu(1), "src_key_padding_mask": padding}
     with torch.no_grad():
         want = ref(x, **theirs)
     recipe = New("TransformerBlock", (8, 2, 16), {"norm_first": norm_first, "bias": bias}, state=state)
@@ -102,24 +108,28 @@ def check_against_torch(subject, *, norm_first: bool, bias: bool = True, masks: 
 @pytest.mark.points(1)
 def test_post_norm_block_matches_torch(subject):
     """post-norm (norm_first=False): x = norm1(x + attn(x)), x = norm2(x + ffn(x)), as nn.TransformerEncoderLayer"""
+    # Checks: T8, T10.
     check_against_torch(subject, norm_first=False)
 
 
 @pytest.mark.points(1)
 def test_pre_norm_block_matches_torch(subject):
     """pre-norm (norm_first=True): x = x + attn(norm1(x)), x = x + ffn(norm2(x)), as nn.TransformerEncoderLayer"""
+    # Checks: T9, T10.
     check_against_torch(subject, norm_first=True)
 
 
 @pytest.mark.points(1)
 def test_block_passes_the_masks_to_attention(subject):
     """is_causal and key_padding_mask reach the attention, as in nn.TransformerEncoderLayer"""
+    # Checks: T7.
     check_against_torch(subject, norm_first=True, masks=True)
 
 
 @pytest.mark.points(1)
 def test_bias_false_removes_every_bias(subject):
     """bias=False: no Linear and no LayerNorm has a bias, as nn.TransformerEncoderLayer(..., bias=False)"""
+    # Checks: T1, T4, T5.
     norm = subject.run(Call(subject.unit, New("LayerNorm", (4,), {"bias": False}), (torch.zeros(1, 4),), return_state=True))
     assert sorted(norm.state) == ["weight"], f"LayerNorm(4, bias=False) should have only a weight, got {sorted(norm.state)}"
     ffn = subject.run(Call(subject.unit, New("FeedForward", (4, 8), {"bias": False}), (torch.zeros(1, 1, 4),), return_state=True))
@@ -130,6 +140,7 @@ def test_bias_false_removes_every_bias(subject):
 @pytest.mark.points(1)
 def test_layer_norm_eps_and_rows(subject):
     """LayerNorm(2, eps=1) of [[1, 3], [0, 10]] normalizes each row: (x - mean) / sqrt(var + 1)"""
+    # Checks: T1, T2.
     x = torch.tensor([[1.0, 3.0], [0.0, 10.0]])  # row means 2 and 5, biased variances 1 and 25
     expected = torch.tensor([[-1.0, 1.0], [-5.0, 5.0]]) / torch.tensor([[math.sqrt(2.0)], [math.sqrt(26.0)]])
     assert_close(subject.call(New("LayerNorm", (2,), {"eps": 1.0}), x), expected, what="LayerNorm(2, eps=1)(x)")
@@ -138,6 +149,7 @@ def test_layer_norm_eps_and_rows(subject):
 @pytest.mark.points(1)
 def test_layer_norm_without_affine_has_no_parameters(subject):
     """LayerNorm(4, elementwise_affine=False) has no parameters"""
+    # Checks: T1, G1.
     result = subject.run(Call(subject.unit, New("LayerNorm", (4,), {"elementwise_affine": False}), (torch.ones(1, 4),),
                               return_state=True))
     assert not result.state, f"state_dict should be empty, got {sorted(result.state)}"
@@ -146,12 +158,14 @@ def test_layer_norm_without_affine_has_no_parameters(subject):
 @pytest.mark.points(1)
 def test_layer_norm_wrong_size_raises_value_error(subject):
     """LayerNorm(4) of x whose last dim is 3 raises ValueError naming both sizes"""
+    # Checks: G8.
     assert_raises(subject.run, Call(subject.unit, New("LayerNorm", (4,)), (torch.zeros(2, 3),)), "ValueError", mentions=(4, 3))
 
 
 @pytest.mark.points(1)
 def test_feed_forward_dropout_is_off_in_eval_mode(subject):
     """FeedForward(3, 3, dropout=0.5) in eval mode is deterministic: identity layers give the exact GELU"""
+    # Checks: T3, G1.
     state = {"linear1.weight": torch.eye(3), "linear1.bias": torch.zeros(3),
              "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
     x = torch.tensor([[[-1.0, 0.0, 1.0]]])

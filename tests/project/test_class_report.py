@@ -1,0 +1,80 @@
+"""One class report for every path (issue 46, item 3): the same class, graded once, read back
+from each path's own results (the grade's JSON, the batch's student files, Gradescope's and
+PrairieLearn's results.json) gives the same numbers; the CLI writes the Markdown and the plot."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import attn_course
+from autograder.core.results import GradeResult
+from autograder.delivery import class_report, gradescope, prairielearn
+
+UNIT = "attention"
+HINT = "the scale is 1/sqrt(E), not 1/E."
+
+
+def _result(name: str, failing: dict[str, str]) -> GradeResult:
+    """A student whose properties in ``failing`` fail with that output (the others pass)."""
+    tests = [{"id": f"t::{p}", "name": p, "score": 0.0 if p in failing else 1.0, "max_score": 1.0,
+              "status": "failed" if p in failing else "passed", "output": failing.get(p, "")}
+             for p in ("p1", "p2", "p3")]
+    return GradeResult.from_dict({"submission": name, "units": {UNIT: {
+        "title": "Attention", "status": "graded", "message": "", "tests": tests}}})
+
+
+CLASS = [
+    _result("ann", {}),
+    _result("bob", {"p1": f"weights differ. Hint: {HINT} (counterexample: L=1)",
+                    "p2": f"output differs. Hint: {HINT}\nreproduce: attn-course repro ..."}),
+    _result("cat", {"p1": "weights differ (counterexample: L=2)"}),
+]
+
+
+def _expect(stats: dict) -> None:
+    assert (stats["students"], stats["graded"], stats["not_graded"]) == (3, 3, 0)
+    assert stats["distribution"]["90-100%"] == 1 and stats["distribution"]["30-40%"] == 1
+    assert stats["distribution"]["60-70%"] == 1
+    rates = {f["property"].split(": ", 1)[1]: (f["failed"], f["ran"]) for f in stats["failure_rates"]}
+    assert rates == {"p1": (2, 3), "p2": (1, 3)}, rates
+    assert stats["hints"] == [{"hint": HINT, "students": 1}], "a hint counts once per student"
+
+
+@pytest.mark.parametrize("path", ["grade", "batch", "gradescope", "prairielearn"])
+def test_every_path_gives_the_same_numbers(tmp_path, path):
+    if path == "grade":
+        (tmp_path / "report.json").write_text(json.dumps([r.to_dict() for r in CLASS]))
+    elif path == "batch":
+        for result in CLASS:
+            (tmp_path / f"{result.submission}.json").write_text(json.dumps({"student": result.submission,
+                                                                            "result": result.to_dict()}))
+    else:
+        write = gradescope.to_gradescope if path == "gradescope" else prairielearn.to_prairielearn
+        for result in CLASS:
+            data = write(result, 1.0) if path == "gradescope" else write(result)
+            (tmp_path / result.submission / "results").mkdir(parents=True)
+            (tmp_path / result.submission / "results" / "results.json").write_text(json.dumps(data))
+    records, not_graded = class_report.read([tmp_path])
+    _expect(class_report.statistics(records, not_graded=not_graded))
+
+
+def test_an_upload_with_nothing_gradable_counts_as_not_graded(tmp_path):
+    (tmp_path / "gs.json").write_text(json.dumps({"score": 0.0, "output": "no unit files", "tests": []}))
+    (tmp_path / "pl.json").write_text(json.dumps({"gradable": False, "format_errors": ["x"], "tests": []}))
+    (tmp_path / "summary.json").write_text(json.dumps({"students": 2}))  # not a result: ignored
+    records, not_graded = class_report.read([tmp_path])
+    assert (records, not_graded) == ([], 2)
+
+
+def test_the_cli_writes_markdown_and_a_plot(tmp_path):
+    (tmp_path / "report.json").write_text(json.dumps([r.to_dict() for r in CLASS]))
+    out = tmp_path / "out"
+    proc = attn_course("class-report", str(tmp_path / "report.json"), "-o", str(out))
+    assert "3 students" in proc.stdout
+    text = (out / "class_report.md").read_text(encoding="utf-8")
+    assert "| 90-100% | 1 |" in text and "67%" in text and "1/sqrt\\(E\\)" in text
+    assert (out / "class_report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _expect(json.loads((out / "class_report.json").read_text(encoding="utf-8")))
+    missing = attn_course("class-report", str(tmp_path / "nowhere"), "-o", str(out), check=False)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
