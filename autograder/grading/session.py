@@ -27,7 +27,7 @@ from autograder.grading.forking import import_grader
 
 class GradingSession:
     """``with GradingSession(course) as session: session.grade(folders)``; ``sandbox=False``
-    grades in this process's children without a sandbox (no zygote, no warning).
+    runs student code in the grading process itself (no zygote, no warning: not for real grades).
 
     ``own``: a zygote of the session's own, never shared with another grade in this process,
     and replaced by :meth:`alive` when it ended (the batch: a killed zygote then costs only the
