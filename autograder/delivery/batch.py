@@ -589,7 +589,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
                            layout=gradebook, roster=roster, refused=refused,
-                           isolation=runner.session.notice if runner.session.started else isolation_notice())
+                           isolation=isolation_notice())
 
 
 def write_gradebook(course: Course, out: Path, students: list[Student], units: list[str] | None,

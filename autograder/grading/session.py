@@ -42,7 +42,6 @@ class GradingSession:
         self.course, self.sandbox, self.announce, self.own = course, sandbox, announce, own
         self.remember = remember
         self.pool = None
-        self.started = False  # a zygote was started (its mode, and so the warning, is known)
         self.warning: str | None = None
 
     def __enter__(self) -> "GradingSession":
@@ -63,7 +62,6 @@ class GradingSession:
             self.pool = None
         if self.pool is None:
             self.pool = Pool(self.course) if self.own else prestart(self.course)
-            self.started = True
             if self.warning is None and self.pool.warning:
                 self.warning = self.pool.warning
                 if self.announce:  # a mode that hides less than full isolation says so, loudly
@@ -104,8 +102,9 @@ class GradingSession:
 
 
 def isolation_notice() -> str | None:
-    """The notice a sandboxed session records here (the mode probed; nothing is started): for a
-    results file written when this run graded nothing (a batch resumed after its last student)."""
+    """The notice a sandboxed session records here (the mode probed once per process, as the
+    session's zygote does; nothing is started): also for a results file written when this run
+    started no zygote (a batch resumed after its last student)."""
     from autograder.sandbox.zygote import isolation_mode, mode_warning
 
     warning = mode_warning(isolation_mode())

@@ -48,17 +48,22 @@ def mismatch(got: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: fl
     )
 
 
-def proven_advice(got, expected: torch.Tensor, hints, *, atol: float, rtol: float) -> str | None:
-    """The advice of the one known-wrong answer ``got`` matches, else None.
+def matching_advice(got, expected: torch.Tensor, hints, *, atol: float, rtol: float) -> set[str]:
+    """The advice of every known-wrong answer ``got`` (shaped like ``expected``) matches.
 
     ``hints`` is [(wrong answer, advice)]. A wrong answer that matches ``expected`` too shows
-    nothing on this input and is skipped; when the answers of two different pieces of advice
-    match, the input cannot tell the bugs apart and none is given (a hint is proven, never a guess).
-    """
-    found = {text for wrong, text in hints or ()
-             if isinstance(wrong, torch.Tensor) and wrong.shape == expected.shape
-             and mismatch(wrong, expected, atol=atol, rtol=rtol) is not None
-             and mismatch(got, wrong, atol=atol, rtol=rtol) is None}
+    nothing on this input and is skipped."""
+    return {text for wrong, text in hints or ()
+            if isinstance(wrong, torch.Tensor) and wrong.shape == expected.shape
+            and mismatch(wrong, expected, atol=atol, rtol=rtol) is not None
+            and mismatch(got, wrong, atol=atol, rtol=rtol) is None}
+
+
+def proven_advice(got, expected: torch.Tensor, hints, *, atol: float, rtol: float) -> str | None:
+    """The advice of the one known-wrong answer ``got`` matches, else None: when the answers of
+    two different pieces of advice match, the input cannot tell the bugs apart and none is given
+    (a hint is proven, never a guess)."""
+    found = matching_advice(got, expected, hints, atol=atol, rtol=rtol)
     return found.pop() if len(found) == 1 else None
 
 

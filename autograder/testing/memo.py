@@ -92,6 +92,11 @@ def keep_at_most(max_bytes: int) -> None:
     were most of the grader's growth (150 MiB of a flash-attention unit's 4096-token reference)."""
     global MAX_BYTES
     MAX_BYTES = max_bytes
+    _evict()
+
+
+def _evict() -> None:
+    """Drop the least recently used answers until those kept fit ``MAX_BYTES``."""
     while _held[0] > MAX_BYTES and _answers:
         _, dropped = _answers.popitem(last=False)
         _held[0] -= _size(dropped)
@@ -119,9 +124,7 @@ def remembered(function):
             return answer
         _answers[key] = kept
         _held[0] += _size(kept)
-        while _held[0] > MAX_BYTES and _answers:
-            _, dropped = _answers.popitem(last=False)
-            _held[0] -= _size(dropped)
+        _evict()
         return answer
 
     return wrapper

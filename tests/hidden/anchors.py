@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from autograder.core.cases import attach
-from autograder.testing.compare import check_tensor, mismatch
+from autograder.testing.compare import check_tensor, matching_advice, mismatch
 from autograder.testing.gradcheck import check_gradients
 
 
@@ -65,8 +65,7 @@ def proven_hint(got, expected, hints, *, atol, rtol) -> str | None:
     The downcast of float64 (see ``DOWNCAST``) is one of the catalogued bugs, proven by
     :func:`computed_in_float32`, not guessed from the size of the error.
     """
-    found = {text for wrong, text in hints
-             if differ(wrong, expected, atol, rtol) and not differ(got, wrong, atol, rtol)}
+    found = matching_advice(got, expected, hints, atol=atol, rtol=rtol)  # (the engine's rule, the downcast added)
     if computed_in_float32(got, expected):
         found.add(DOWNCAST)
     return found.pop() if len(found) == 1 else None
