@@ -30,6 +30,7 @@ from dataclasses import dataclass
 DAY = 86_400.0  # seconds
 POLICIES = ("none", "per_day", "zero")
 UTC = datetime.timezone.utc
+TIMESTAMP = "timestamp.txt"  # nbgrader's name for the file beside a submission that says when it was handed in
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,6 @@ class Student:
     submitted_from: str = ""  # where that time was read
 
 
-TIMESTAMP = "timestamp.txt"  # nbgrader's name for the file that says when an upload was handed in
 
 
 def submission_time(path: Path) -> tuple[datetime.datetime | None, str]:
@@ -114,14 +113,14 @@ def submission_time(path: Path) -> tuple[datetime.datetime | None, str]:
         return None, ""
     mtime = "modification time"
     if stat.S_ISDIR(info.st_mode):
-        given = read_regular(path / TIMESTAMP, 64)
+        given = read_regular(path / lateness.TIMESTAMP, 64)
         if given is not None:
             when = lateness.parse_timestamp(given.decode("utf-8", "replace"))
             if when is not None:
-                return when, TIMESTAMP
-            mtime += f" ({TIMESTAMP} unreadable)"
+                return when, lateness.TIMESTAMP
+            mtime += f" ({lateness.TIMESTAMP} unreadable)"
         try:
-            newest = max((i.st_mtime for f, i in walk(path) if stat.S_ISREG(i.st_mode) and f != path / TIMESTAMP),
+            newest = max((i.st_mtime for f, i in walk(path) if stat.S_ISREG(i.st_mode) and f != path / lateness.TIMESTAMP),
                          default=info.st_mtime)
         except (SubmissionError, OSError):
             return None, ""  # collect() refuses it, with its status

@@ -255,7 +255,7 @@ def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path
                 target = course_dir / "submitted" / student / wanted[name] / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(taken_to / name, target)
-                (target.parent / "timestamp.txt").write_text(_timestamp(origin or target), encoding="utf-8")
+                (target.parent / lateness.TIMESTAMP).write_text(_timestamp(origin or target), encoding="utf-8")
                 found.append(f"{student}/{wanted[name]}")
     print(f"collected {len(found)} notebooks from {inbox}"
           + (f"; {len(refused)} students not collected (above)" if refused else ""))
@@ -266,7 +266,7 @@ def _timestamp(notebook: Path) -> str:
     """When it was handed in, for nbgrader's late penalties: a ``timestamp.txt`` beside the
     notebook in the inbox (nbgrader's exchange writes one; read as the intake reads, never
     through a link, at most 64 bytes), else the notebook's modification time."""
-    given = read_regular(notebook.parent / "timestamp.txt", 64)
+    given = read_regular(notebook.parent / lateness.TIMESTAMP, 64)
     if given is not None:
         return given.decode("utf-8", "replace").strip()
     when = datetime.datetime.fromtimestamp(notebook.lstat().st_mtime, datetime.timezone.utc)
