@@ -27,14 +27,19 @@ from pathlib import Path
 from rich.console import Console
 
 from autograder.authoring.rubric import rubric
+from autograder.core import i18n
+from autograder.core.i18n import N_, _
 from autograder.core.manifest import Course, load_course
 from autograder.core.results import GradeResult, TestResult, UnitResult
+from autograder.core.settings import DEFAULTS, Limits
 from autograder.core.shutdown import exit_code
-from autograder.delivery import classroom
-from autograder.delivery.batch import STUDENT_BUDGET, BatchInterrupted
+from autograder.delivery.batch import BatchInterrupted
 from autograder.delivery.formats import (LMS_LAYOUTS, lms_columns, lms_gradebook, lms_settings, read_lms_roster,
                                          records_from_nbgrader_csv, to_junit, to_markdown,
                                          unmatched_csv)
+from autograder.delivery.classroom import Classroom
+from autograder.delivery.gradescope import Gradescope
+from autograder.delivery.prairielearn import PrairieLearn
 from autograder.delivery.submissions import NothingFound, SubmissionError, collect
 from autograder.grading import parallel
 from autograder.grading.errors import GraderError
@@ -42,6 +47,10 @@ from autograder.grading.report import print_results
 from autograder.grading.session import GradingSession
 
 FORMATS = ("table", "json", "junit", "markdown", "classroom")
+# The commands a student runs, whose --lang picks the language of what they print (autograder/core/i18n.py).
+STUDENT_FACING = ("grade", "check", "repro")
+LANG_HELP = "the language of the messages (default: course.toml's [course] language)"
+PLATFORMS = {platform.name: platform for platform in (Gradescope, Classroom, PrairieLearn)}  # what `export` writes
 
 
 class UsageError(Exception):
@@ -58,12 +67,14 @@ EXIT_CODES: list[tuple[type[BaseException], int, str]] = [
     (UsageError, 2, ""),
     (ValueError, 2, ""),  # an unknown unit, a malformed option
     (FileExistsError, 2, ""),
-    (GraderError, 3, "grader failure: "),
+    (GraderError, 3, N_("grader failure: ")),
     (BatchInterrupted, 130, ""),
 ]
 
 
-def _parser(prog: str, course_commands: dict[str, Path] | None = None) -> argparse.ArgumentParser:
+def _parser(prog: str, course_commands: dict[str, Path] | None = None,
+            limits: Limits = DEFAULTS) -> argparse.ArgumentParser:
+    """The arguments; ``limits``: the course's (course.toml ``[limits]``), whose values are the defaults shown."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -85,8 +96,9 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None) -> argpar
     batch.add_argument("--map", type=Path, metavar="FILE", dest="mapping",
                        help="CSV with 'upload' and 'student' columns: whose each upload is (names that clash are "
                             "refused until mapped)")
-    batch.add_argument("--student-budget", type=float, default=STUDENT_BUDGET, metavar="SECONDS",
-                       help=f"wall-clock seconds per student before a grader process is killed (default {STUDENT_BUDGET:g})")
+    batch.add_argument("--student-budget", type=float, default=limits.student_budget, metavar="SECONDS",
+                       help="wall-clock seconds per student before a grader process is killed "
+                            f"(default {limits.student_budget:g})")
 
     lms = sub.add_parser("lms", help="an LMS gradebook (its own export, filled in) from the nbgrader pipeline's export")
     lms.add_argument("layout", choices=LMS_LAYOUTS)
@@ -110,7 +122,7 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None) -> argpar
                          help="the notebooks' language (repeatable; default: every language the lessons are written in)")
 
     export = sub.add_parser("export", help="write a platform's grader")
-    export.add_argument("platform", choices=("gradescope", "classroom", "prairielearn"))
+    export.add_argument("platform", choices=tuple(PLATFORMS))
     export.add_argument("out", nargs="?", type=Path,
                         help="classroom: the student repository folder; prairielearn: the question folder")
     export.add_argument("--image", default=None, help="prairielearn: the grading image's Docker Hub name")
@@ -126,12 +138,13 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None) -> argpar
         cmd.add_argument("-v", "--verbose", action="store_true", help="one row per property, always")
         cmd.add_argument("--fail-under", type=float, metavar="PERCENT",
                          help="exit 1 when a submission scores below PERCENT of the points")
+        cmd.add_argument("--lang", help=LANG_HELP)
     sub.choices["grade"].add_argument("paths", nargs="+", type=Path, metavar="PATH", help="submission folder(s)")
     sub.choices["grade"].add_argument(
         "--no-sandbox", dest="sandbox", action="store_false",
         help="run student code in the grader's own process (faster to start, but forgeable; not for real grades)")
-    sub.choices["grade"].add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                                      help="time limit of one call into the submission (default 10)")
+    sub.choices["grade"].add_argument("--timeout", type=float, default=limits.call_timeout, metavar="SECONDS",
+                                      help=f"time limit of one call into the submission (default {limits.call_timeout:g})")
     sub.choices["grade"].add_argument("--seed", type=int, help="course authors: other hypothesis examples (not for grades)")
     sub.choices["grade"].add_argument(
         "-j", "--jobs", type=int, metavar="N",
@@ -145,6 +158,7 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None) -> argpar
     repro.add_argument("--example", required=True, metavar="JSON", help="the case, as the failure message gives it")
     repro.add_argument("--path", type=Path, help="your folder (default: assignments/)")
     repro.add_argument("--snippet", action="store_true", help="print a Python script that rebuilds the case instead")
+    repro.add_argument("--lang", help=LANG_HELP)
     for name, path in (course_commands or {}).items():  # listed for --help; _main runs them before parsing
         sub.add_parser(name, add_help=False, help=f"{_first_line(path)} (`{prog} {name} --help` for its options)")
     return parser
@@ -164,23 +178,26 @@ def _first_line(path: Path) -> str:
 # -- the commands: each takes the course and its parsed arguments, returns an exit code ----------
 
 def _build(course: Course, args) -> int:
-    from autograder.authoring import notebook, stubgen  # nbformat's import alone takes a second
+    from autograder.authoring import catalogue, notebook, stubgen  # nbformat's import alone takes a second
 
     if args.check:
-        stale = stubgen.stale(course.solutions, course.assignments) + notebook.stale(course)
-        print("stale: " + ", ".join(stale) if stale else "all stubs and notebooks are current")
+        stale = stubgen.stale(course.solutions, course.assignments) + notebook.stale(course) + catalogue.stale(course)
+        print("stale: " + ", ".join(stale) if stale else "all stubs, notebooks and message catalogues are current")
         return 1 if stale else 0
-    for path in stubgen.build(course.solutions, course.assignments) + notebook.build(course, args.lang):
-        print(f"wrote {path.relative_to(course.root)}")
+    # The message catalogues are extracted again (autograder/authoring/catalogue.py): a new message
+    # gets an empty translation in each language, for its translator to fill in.
+    for path in (stubgen.build(course.solutions, course.assignments) + notebook.build(course, args.lang)
+                 + catalogue.build(course)):
+        print(f"wrote {path.relative_to(course.root) if path.is_relative_to(course.root) else path}")
     return 0
 
 
 def _need_hidden_tests(course: Course) -> None:
     """Grading runs the hidden suites: where they are absent (a student's bundle) say so, not pytest."""
     if not course.hidden_tests.is_dir():
-        raise UsageError(f"no hidden tests here ({course.hidden_tests.relative_to(course.root).as_posix()}/ is "
-                         f"the instructor's): grades come from the course's grader; `{course.brand.command} check` "
-                         "runs the public tests on your work")
+        raise UsageError(_("no hidden tests here ({folder}/ is the instructor's): grades come from the course's "
+                           "grader; `{command} check` runs the public tests on your work").format(
+            folder=course.hidden_tests.relative_to(course.root).as_posix(), command=course.brand.command))
 
 
 def _grade(course: Course, args) -> int:
@@ -198,7 +215,7 @@ def _check(course: Course, args) -> int:
     # where they are present, and the sandbox, so the code under test cannot write the report.
     for_classroom = args.format == "classroom"
     return _grade_folders(course, args, [args.path or course.assignments], suites=("public",),
-                          isolate=for_classroom and classroom.isolates(course), sandbox=for_classroom)
+                          isolate=for_classroom and Classroom.isolates(course), sandbox=for_classroom)
 
 
 def _repro(course: Course, args) -> int:
@@ -208,29 +225,32 @@ def _repro(course: Course, args) -> int:
     from autograder.grading import repro
 
     if args.unit not in course.units:
-        raise UsageError(f"unknown unit {args.unit!r}; the units are {', '.join(course.units)}")
+        raise UsageError(_("unknown unit {unit!r}; the units are {units}").format(unit=args.unit,
+                                                                                 units=", ".join(course.units)))
     if not args.property.isidentifier():  # it is printed: a shared command may not carry control sequences
-        raise UsageError(f"{args.property!r} is not a property's name; copy it from the failure message")
+        raise UsageError(_("{name!r} is not a property's name; copy it from the failure message").format(
+            name=args.property))
     try:
         case = loads(args.example)
     except ValueError as error:
-        raise UsageError(f"--example is not a case from a failure message: {error}; copy the whole reproduce "
-                         "command from the message") from None
+        raise UsageError(_("--example is not a case from a failure message: {problem}; copy the whole reproduce "
+                           "command from the message").format(problem=error)) from None
     if case["call"].unit != args.unit:
-        raise UsageError(f"the example is a case of unit {case['call'].unit!r}, not {args.unit!r}")
+        raise UsageError(_("the example is a case of unit {theirs!r}, not {unit!r}").format(theirs=case["call"].unit,
+                                                                                            unit=args.unit))
     # Examples are shared: what one may run is the unit's API as the course's API page declares it.
     api = repro.Api.parse(args.unit, unit_section(course, args.unit))
     try:
         api.admit(case["call"])
     except ValueError as error:
-        raise UsageError(f"--example is refused, nothing ran: {error}. repro runs only {args.unit}'s own API; "
-                         "take the command from your own failure message") from None
+        raise UsageError(_("--example is refused, nothing ran: {problem}. repro runs only {unit}'s own API; take "
+                           "the command from your own failure message").format(problem=error, unit=args.unit)) from None
     if args.snippet:
         print(repro.snippet(course, case, api), end="")
         return 0
     folder = args.path or course.assignments
     if not folder.is_dir():
-        raise UsageError(f"no such folder: {folder}")
+        raise UsageError(_("no such folder: {folder}").format(folder=folder))
     report, fixed = repro.rerun(course, folder, case, api)
     print(f"{args.unit} / {args.property}\n{report}")
     return 0 if fixed else 1
@@ -243,7 +263,7 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
     is a copy of its unit files, and a refused folder is reported with its status, unit by unit."""
     missing = [str(f) for f in folders if not f.is_dir()]
     if missing:
-        raise UsageError(f"no such submission folder: {', '.join(missing)}")
+        raise UsageError(_("no such submission folder: {folders}").format(folders=", ".join(missing)))
     units = [u.name for u in course.select(args.units)]
     with tempfile.TemporaryDirectory(prefix="attn-intake-") as tmp:
         taken = [_take_in(course, f, Path(tmp) / f"{i:04d}") if intake else f for i, f in enumerate(folders)]
@@ -255,7 +275,7 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
             results.append(result)
     _emit(course, results, args)
     if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
-        raise FailUnder(f"a submission scored below {args.fail_under:g}%")
+        raise FailUnder(_("a submission scored below {percent:g}%").format(percent=args.fail_under))
     return 0
 
 
@@ -350,20 +370,15 @@ def _release(course: Course, args) -> int:
 
 
 def _export(course: Course, args) -> int:
-    if args.platform == "gradescope":
-        from autograder.delivery import gradescope
-
-        print(f"wrote {gradescope.export(course, args.output or Path('autograder.zip'))}")
+    platform = PLATFORMS[args.platform]()
+    if isinstance(platform, Gradescope):
+        print(f"wrote {platform.export(course, args.output or Path('autograder.zip'))}")
         return 0
     if args.out is None:
         raise UsageError(f"export {args.platform} needs the "
-                         + ("question folder" if args.platform == "prairielearn" else "student repository folder"))
-    if args.platform == "prairielearn":
-        from autograder.delivery import prairielearn
-
-        print(f"wrote {prairielearn.export(course, args.out, args.image)}")
-    else:
-        print(f"wrote {classroom.write_workflow(course, args.out)}")
+                         + ("question folder" if isinstance(platform, PrairieLearn) else "student repository folder"))
+    options = {"image": args.image} if isinstance(platform, PrairieLearn) else {}
+    print(f"wrote {platform.export(course, args.out, **options)}")
     return 0
 
 
@@ -397,7 +412,7 @@ def _render(course: Course, results, args) -> str | None:
     if args.format == "markdown":
         return to_markdown(results)
     if args.format == "classroom":
-        return "".join(classroom.github_output(r, course) for r in results)
+        return "".join(Classroom().results(r, course) for r in results)
     return None
 
 
@@ -443,6 +458,8 @@ def _main(argv: list[str]) -> int:
     except FileNotFoundError as error:  # no manifest, so no program name from it: the one run
         print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)
         return 2
+    # The course's language, until a student-facing command's --lang says another (autograder/core/i18n.py).
+    i18n.choose(course.language if course.language in i18n.available(course.locale) else None, course.locale)
     # Pass-through commands parse their own arguments.
     if argv and argv[0] == "nbgrader":
         from autograder.nbgrader.pipeline import main as nbgrader_main
@@ -450,13 +467,16 @@ def _main(argv: list[str]) -> int:
         return nbgrader_main(argv[1:])
     if argv and argv[0] in course.commands:
         return _course_command(course, argv[0], argv[1:])
-    args = _parser(course.brand.command, {n: course.root / f for n, f in course.commands.items()}).parse_args(argv)
+    args = _parser(course.brand.command, {n: course.root / f for n, f in course.commands.items()},
+                   course.limits).parse_args(argv)
     try:
+        if args.command in STUDENT_FACING and args.lang:
+            i18n.choose(args.lang, course.locale)
         return COMMANDS[args.command](course, args)
-    except tuple(error for error, _, _ in EXIT_CODES) as error:
+    except tuple(error for error, _code, _prefix in EXIT_CODES) as error:
         code, prefix = next((c, p) for e, c, p in EXIT_CODES if isinstance(error, e))
         if code != 1:  # below --fail-under is a result, reported already
-            print(f"{course.brand.command}: {prefix}{error}", file=sys.stderr)
+            print(f"{course.brand.command}: {_(prefix) if prefix else ''}{error}", file=sys.stderr)
         return code
 
 

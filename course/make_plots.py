@@ -92,7 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true",
                         help=f"also write the numbers the lessons quote ({RECORD.relative_to(RECORD.parents[2])})")
     parser.add_argument("--runs", type=int, default=RUNS, help="with --record: runs behind each quoted time")
+    parser.add_argument("--lang", help="the language of the plots' text (default: English; autograder/core/i18n.py)")
     args = parser.parse_args(argv)
+    if args.lang:
+        from autograder.core import i18n
+        from course.demos._common import demo_course
+
+        try:
+            i18n.choose(args.lang, demo_course().locale)
+        except ValueError as error:
+            parser.error(str(error))
     kept = None
     if args.record:
         if args.size != "full" or args.source != "solutions" or args.runs < 2:

@@ -36,6 +36,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autograder.core import i18n  # noqa: E402 - after the path is set
+from autograder.core.i18n import N_, _  # noqa: E402
+
 
 def tokenize(sentence: str) -> list[str]:
     """The pronoun model's words: split on spaces, Chinese cut by longest match (狗咬人 -> 狗 / 咬 / 人)."""
@@ -63,7 +66,7 @@ def as_heads(weights, length: int) -> list[list[list[float]]]:
 
 
 _PAGE = """<!DOCTYPE html>
-<html lang="en">
+<html lang="__LANG__">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -204,7 +207,31 @@ show as empty boxes. Install one (Debian: <code>apt-get install fonts-noto-cjk</
 """
 
 
-def render_page(sentences, *, title: str = "Attention viewer", head_names: list[str] | None = None,
+# The page's own words, each written once in _PAGE (HTML, or a string of its script), and replaced there
+# by its translation: in English the page is _PAGE itself.
+PAGE_TEXTS = (
+    N_("Click a word: arcs go to the words it attends to, as thick as the weight\n(weights below __MIN__ are not drawn)."),
+    N_("No font on this machine draws Chinese: the Chinese words below\nshow as empty boxes. Install one (Debian: "
+       "<code>apt-get install fonts-noto-cjk</code>) and reload the page."),
+    N_("Sentence "),
+    N_("Head "),
+    N_("No token selected."),
+    N_("average of heads"),
+    N_("\u201d attends to: "),
+)
+
+
+def _translated_page() -> str:
+    """_PAGE with its words in the language this process speaks."""
+    page = _PAGE
+    for text in PAGE_TEXTS:
+        if text not in page:
+            raise AssertionError(f"viewer: {text!r} is not in the page")  # a text edited in one place only
+        page = page.replace(text, _(text))
+    return page
+
+
+def render_page(sentences, *, title: str | None = None, head_names: list[str] | None = None,
                 min_weight: float = 0.01, note: str = "") -> str:
     """The viewer page for ``sentences``, pairs (tokens, weights (H, L, L) or (L, L), rows = queries),
     with the same number of heads; ``note`` is a sentence said before how to use the page."""
@@ -218,16 +245,17 @@ def render_page(sentences, *, title: str = "Attention viewer", head_names: list[
     count = len(drawn[0]["weights"])
     if any(len(s["weights"]) != count for s in drawn):
         raise ValueError(f"the sentences have {sorted({len(s['weights']) for s in drawn})} heads: they must agree")
-    names = head_names or [f"head {h}" for h in range(count)]
+    names = head_names or [_("head {number}").format(number=h) for h in range(count)]
     if len(names) != count:
         raise ValueError(f"{len(names)} head names for {count} heads")
     data = {"sentences": drawn, "head_names": names, "min_weight": min_weight}
     # "</" cannot end the script element early once escaped; the JSON stays valid.
     payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    title = _("Attention viewer") if title is None else title
     values = {"DATA": payload, "MIN": str(min_weight), "TITLE": html.escape(title),
-              "NOTE": html.escape(note) + " " if note else ""}
+              "NOTE": html.escape(note) + " " if note else "", "LANG": i18n.language()}
     # One pass, so a title or token that spells a placeholder is left as it is.
-    return re.sub(r"__(DATA|MIN|TITLE|NOTE)__", lambda m: values[m.group(1)], _PAGE)
+    return re.sub(r"__(DATA|MIN|TITLE|NOTE|LANG)__", lambda m: values[m.group(1)], _translated_page())
 
 
 def render_html(tokens: list[str], weights, **options) -> str:
@@ -276,7 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", type=Path, help="your own weights (.json or a torch.save'd tensor)")
     parser.add_argument("--steps", type=int,
                         help="train the pronoun model for N steps instead of loading its shipped weights")
+    parser.add_argument("--lang", help="the language of the page and the messages (default: course.toml's)")
     args = parser.parse_args(argv)
+    if args.lang:
+        try:
+            i18n.choose(args.lang, i18n.course_locale())
+        except ValueError as error:
+            parser.error(str(error))
     from course.demos import UnitNotImplemented  # torch's import, only once the arguments are good
 
     try:
@@ -287,17 +321,19 @@ def main(argv: list[str] | None = None) -> int:
             tokens, weights = _load_weights(args.weights, tokenize(args.sentences[0]) if args.sentences else None)
             if not tokens:
                 raise ValueError("give the sentence, or put \"tokens\" in the JSON file")
-            sentences, title = [(tokens, weights)], f"Attention from {args.weights.name}"
+            sentences, title = [(tokens, weights)], _("Attention from {file}").format(file=args.weights.name)
         else:
             from course.demos.pronoun_model import SEEDS
 
             sentences, trained, code = pronoun_model_weights(args.sentences or list(SEEDS), args.source, args.steps)
-            origin = "its shipped weights" if args.steps is None else "trained just now"
-            title = f"Pronoun model, MultiHeadAttention from {code}, {origin} ({trained.steps} steps)"
-            note = (f"It was trained only to name the noun a pronoun (他/她/它, he/she/it) refers to. On fresh "
-                    f"sentences it names it for {trained.accuracy:.0%} of the pronouns, and its attention puts "
-                    f"the most weight on it for {trained.attention_accuracy:.0%}. Click the pronoun; the other "
-                    f"words were never asked anything, so their rows are whatever training left.")
+            origin = _("its shipped weights") if args.steps is None else _("trained just now")
+            title = _("Pronoun model, MultiHeadAttention from {source}, {origin} ({steps} steps)").format(
+                source=code, origin=origin, steps=trained.steps)
+            note = _("It was trained only to name the noun a pronoun (他/她/它, he/she/it) refers to. On fresh "
+                     "sentences it names it for {accuracy:.0%} of the pronouns, and its attention puts the most "
+                     "weight on it for {attention:.0%}. Click the pronoun; the other words were never asked "
+                     "anything, so their rows are whatever training left.").format(
+                accuracy=trained.accuracy, attention=trained.attention_accuracy)
         page = render_page(sentences, title=title, note=note)
     except UnitNotImplemented as error:  # the stubs are still in place: say what to write first
         print(f"attn-course viz: {error}", file=sys.stderr)
@@ -308,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(page, encoding="utf-8")
     words = sum(len(tokens) for tokens, _ in sentences)
-    print(f"wrote {args.output} ({len(sentences)} sentence(s), {words} tokens)")
+    print(_("wrote {file} ({count} sentence(s), {words} tokens)").format(file=args.output, count=len(sentences),
+                                                                         words=words))
     return 0
 
 

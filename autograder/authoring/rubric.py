@@ -1,54 +1,93 @@
-"""What a unit's tests are worth: read statically from the suites, with the
-conventions :mod:`autograder.core.plugin` enforces (a ``unit`` marker on the
-module, a ``points`` marker and a docstring on each test)."""
+"""What a unit's tests are worth: the rubric the grading plugin records when it collects the suites
+(:class:`autograder.core.plugin.Rubric`, the same record a grade's results are made from), never
+a second reading of the points markers.
+
+The collection imports the suites (torch, hypothesis, the course's helpers), so it runs in a
+process of its own (``python -m autograder.authoring.rubric``; its imports and collection take
+1.4 s on the 2-core machine at low load): its pytest session would otherwise leave its modules,
+``sys.path`` entries and hypothesis profile in the caller, which may be a grading process, a
+test run or a build, and the suites of two course folders (a copy beside the original) cannot
+share one process's module names. Its answer is kept for this process until a suite file or
+the manifest changes.
+"""
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
 
-from autograder.core.manifest import Course
+from autograder.core.manifest import MANIFEST, ROOT_ENV, Course, load_course
+from autograder.core.plugin import Rubric
+from autograder.grading.errors import GraderError
 
+__all__ = ["Rubric", "rubric", "rubrics"]
 
-@dataclass(frozen=True)
-class Rubric:
-    test_id: str  # "<file>::<function>", as in the CLI's JSON
-    name: str
-    points: float
-    visibility: str  # "visible" | "hidden"
-
-
-def _marker_call(node: ast.AST, name: str):
-    """The ``pytest.mark.<name>(...)`` call in ``node``, if it is one."""
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name
-            and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "mark"):
-        return node
-    return None
+TIMEOUT = 600.0  # seconds for the collection (a few at most)
+# (course root, what its suites and manifest were) -> unit -> its rubric
+_KNOWN: dict[tuple, dict[str, list[Rubric]]] = {}
 
 
 def rubric(course: Course, unit: str) -> list[Rubric]:
-    """The graded tests of ``unit`` (public first, then hidden), read statically
-    with the conventions :mod:`autograder.core.plugin` enforces."""
-    found = []
-    for folder, visibility in ((course.public_tests, "visible"), (course.hidden_tests, "hidden")):
-        for path in sorted(folder.glob("test_*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-            module_unit = None
-            for node in tree.body:
-                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-                    values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-                    for value in values:
-                        call = _marker_call(value, "unit")
-                        if call and call.args and isinstance(call.args[0], ast.Constant):
-                            module_unit = call.args[0].value
-            if module_unit != unit:
-                continue
-            for node in tree.body:
-                if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test")):
-                    continue
-                points = [c for c in map(lambda d: _marker_call(d, "points"), node.decorator_list) if c]
-                if not points:
-                    continue
-                doc = (ast.get_docstring(node) or "").strip()
-                found.append(Rubric(f"{path.name}::{node.name}", doc.splitlines()[0].strip() if doc else node.name,
-                                    float(ast.literal_eval(points[0].args[0])), visibility))
-    return found
+    """The graded tests of ``unit`` (public first, then hidden), each worth its points once."""
+    return rubrics(course).get(unit, [])
+
+
+def rubrics(course: Course) -> dict[str, list[Rubric]]:
+    """Every unit's rubric, collected by the grading plugin in a process of its own."""
+    key = (str(course.root), _fingerprint(course))
+    if key not in _KNOWN:
+        _KNOWN[key] = _collect(course)
+    return {unit: list(tests) for unit, tests in _KNOWN[key].items()}
+
+
+def _fingerprint(course: Course) -> tuple:
+    """What the rubric depends on: every file of the suites' folders, and the manifest."""
+    files = [course.root / MANIFEST]
+    for folder in (course.public_tests, course.hidden_tests):
+        if folder.is_dir():
+            files += sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    stats = []
+    for path in files:
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        stats.append((str(path), info.st_mtime_ns, info.st_size))
+    return tuple(stats)
+
+
+def _collect(course: Course) -> dict[str, list[Rubric]]:
+    try:
+        proc = subprocess.run([sys.executable, "-m", __name__], cwd=course.root, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=TIMEOUT,
+                              env={**os.environ, ROOT_ENV: str(course.root)})
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise GraderError(f"the suites could not be collected for their rubric: {error}") from None
+    if proc.returncode != 0:
+        raise GraderError(f"the suites could not be collected for their rubric:\n{proc.stderr[-3000:]}")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {unit: [Rubric(**test) for test in tests] for unit, tests in found.items()}
+
+
+def main() -> int:
+    """The collection itself (the course from $AUTOGRADER_COURSE_ROOT): one JSON line on stdout."""
+    from autograder.core.heavy_imports import collection_paused
+
+    with collection_paused():  # the grader's heavy imports, as a grading process makes them
+        from autograder.grading.grade import collect_rubric
+    found = collect_rubric(load_course())
+    print(json.dumps({unit: [asdict(test) for test in tests] for unit, tests in found.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    from autograder.core.shutdown import exit_code
+
+    try:
+        code = main()
+    except GraderError as error:  # the suites break the conventions, or do not import: the caller says why
+        print(error, file=sys.stderr)
+        code = 1
+    raise SystemExit(exit_code(code))

@@ -88,6 +88,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from autograder.core.forbidden import Use
+from autograder.core.i18n import N_
 from autograder.core.loader import read_source
 from autograder.core.manifest import Rules
 
@@ -286,7 +287,7 @@ class _Scan(ast.NodeVisitor):
                 self._import_from(node)
         self.private = {n for n in self.private if n.startswith("_") and not _dunder(n)}
         for name in self.imports.keys() & self.bound.keys():
-            self.flag(f"a second binding of {name} (an imported name)", self.bound[name])
+            self.flag(N_("a second binding of {name} (an imported name)").format(name=name), self.bound[name])
 
     def _bind(self, name: str, node: ast.AST) -> None:
         self.bound.setdefault(name, node.lineno)
@@ -295,22 +296,22 @@ class _Scan(ast.NodeVisitor):
 
     def _check_binding(self, name: str, node: ast.AST) -> None:
         if name in NEVER_NAMES:
-            self.flag(f"{name} (never allowed)", node)
+            self.flag(N_("{name} (never allowed)").format(name=name), node)
         elif name in REFUSED_DEFINITIONS:
-            self.flag(f"a definition of {name}", node)
+            self.flag(N_("a definition of {name}").format(name=name), node)
         elif name in SPOOFING_NAMES:
-            self.flag(f"a binding of {name}", node)
+            self.flag(N_("a binding of {name}").format(name=name), node)
 
     def _bind_import(self, name: str, ref: _Ref, node: ast.AST) -> None:
         self._check_binding(name, node)  # import torch as __builtins__
         old = self.imports.setdefault(name, ref)
         if old is not ref and (old.kind, old.path) != (ref.kind, ref.path):
-            self.flag(f"a second binding of {name} (an imported name)", node)
+            self.flag(N_("a second binding of {name} (an imported name)").format(name=name), node)
 
     def _module_ref(self, name: str, node: ast.AST) -> _Ref:
         module = self.w.module(name)
         if module is None:
-            self.flag(f"an import of {name} (not installed)", node)
+            self.flag(N_("an import of {name} (not installed)").format(name=name), node)
             return VALUE
         return self._reached(name, module, node)
 
@@ -320,16 +321,16 @@ class _Scan(ast.NodeVisitor):
             target = alias.name if alias.asname else bound
             refused = [n for n in dict.fromkeys((alias.name, target)) if n not in self.w.modules]
             for name in refused:
-                self.flag(f"an import of {name}", node)
+                self.flag(N_("an import of {name}").format(name=name), node)
             self._bind_import(bound, VALUE if refused else self._module_ref(target, node), node)
 
     def _import_from(self, node: ast.ImportFrom) -> None:
         names = [a for a in node.names if a.name != "*"]
         if len(names) < len(node.names):
-            self.flag(f"a star import (from {'.' * node.level}{node.module or ''} import *)", node)
+            self.flag(N_("a star import (from {dots}{module} import *)").format(dots='.' * node.level, module=node.module or ''), node)
         if node.level == 0:
             if node.module not in self.w.modules:
-                self.flag(f"an import from {node.module}", node)
+                self.flag(N_("an import from {module}").format(module=node.module), node)
                 base = VALUE
             else:
                 base = self._module_ref(node.module, node)
@@ -340,14 +341,14 @@ class _Scan(ast.NodeVisitor):
         for alias in names:
             local = alias.asname or alias.name
             if node.level > 1:
-                self.flag(f"a relative import from outside the package (from {'.' * node.level} import)", node)
+                self.flag(N_("a relative import from outside the package (from {dots} import)").format(dots='.' * node.level), node)
             elif node.module is None and alias.name in self.siblings:
                 self._bind_import(local, _Ref("sibling", alias.name), node)
                 continue
             elif node.module is None:
-                self.flag(f"an import of .{alias.name} (not a sibling unit)", node)
+                self.flag(N_("an import of .{name} (not a sibling unit)").format(name=alias.name), node)
             elif node.module not in self.siblings:
-                self.flag(f"an import of .{node.module} (not a sibling unit)", node)
+                self.flag(N_("an import of .{module} (not a sibling unit)").format(module=node.module), node)
             else:
                 self._sibling_name(node.module, alias.name, node.lineno)
             self._bind_import(local, VALUE, node)
@@ -355,9 +356,9 @@ class _Scan(ast.NodeVisitor):
     def _sibling_name(self, sibling: str, name: str, line: int) -> None:
         exports = self.siblings[sibling]
         if name.startswith("_"):
-            self.flag(f"{sibling}.{name} (a private name)", line)
+            self.flag(N_("{sibling}.{name} (a private name)").format(sibling=sibling, name=name), line)
         elif name not in exports if exports is not None else name in self.w.module_like:
-            self.flag(f"{sibling}.{name} (not a function or class {sibling} defines)", line)
+            self.flag(N_("{sibling}.{name} (not a function or class {sibling} defines)").format(sibling=sibling, name=name), line)
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -373,19 +374,19 @@ class _Scan(ast.NodeVisitor):
         return self._step(base, node.attr, node.lineno, type(node.ctx).__name__)
 
     def _step(self, base: _Ref, attr: str, line: int, ctx: str = "Load") -> _Ref:
-        store = {"Store": "an assignment to", "Del": "a deletion of"}.get(ctx)
+        store = {"Store": N_("an assignment to {path}"), "Del": N_("a deletion of {path}")}.get(ctx)
         if base.kind == "value":
             self._value_attr(attr, line)
             return VALUE
         path = f"{base.path}.{attr}"
         if store:
-            self.flag(f"{store} {path}", line)
+            self.flag(store.format(path=path), line)
         if base.kind == "sibling":
             self._sibling_name(base.path, attr, line)
             return VALUE
         private = base.kind == "module" and attr.startswith("_")
         if private:
-            self.flag(f"{path} (a private name)", line)
+            self.flag(N_("{path} (a private name)").format(path=path), line)
         elif base.kind == "object":
             self._value_attr(attr, line)
             if not isinstance(base.obj, type):
@@ -393,7 +394,7 @@ class _Scan(ast.NodeVisitor):
         found = self.w.attr(base.obj, attr)
         if found is _MISSING:
             if not private:
-                self.flag(f"{path} (no such name)", line)
+                self.flag(N_("{path} (no such name)").format(path=path), line)
             return VALUE
         return self._reached(path, found, line, quiet=private)
 
@@ -402,10 +403,10 @@ class _Scan(ast.NodeVisitor):
         if isinstance(obj, types.ModuleType):
             kind, name = "module", getattr(obj, "__name__", None)
             if name not in self.w.modules and not quiet:
-                self.flag(f"{path} (a module outside the allowed list)", where)
+                self.flag(N_("{path} (a module outside the allowed list)").format(path=path), where)
             path = name if isinstance(name, str) else path
         if self.w.denied(path, obj):
-            self.flag(f"{path} (denied)", where)
+            self.flag(N_("{path} (denied)").format(path=path), where)
         if id(obj) in self.forbidden and self.forbidden[id(obj)][1] is obj:
             self.flag(self.forbidden[id(obj)][0], where)
         return _Ref(kind, path, obj)
@@ -413,13 +414,13 @@ class _Scan(ast.NodeVisitor):
     def _value_attr(self, attr: str, where, strict: bool = False) -> None:
         """The rules for ``value.attr`` (rule 4) and forbidden method names (rule 6)."""
         if attr in FRAME_ATTRIBUTES or attr in REFUSED_ATTRIBUTES or attr.startswith("co_"):
-            self.flag(f"the attribute {attr}", where)
+            self.flag(N_("the attribute {attr}").format(attr=attr), where)
         elif attr.startswith("_") and not (attr in ALLOWED_DUNDERS and not strict) and attr not in self.private:
-            self.flag(f"the attribute {attr}", where)
+            self.flag(N_("the attribute {attr}").format(attr=attr), where)
         if attr in self.methods:
             self.flag(TENSOR_PREFIX + attr, where)
         if attr in self.w.denied_attributes:
-            self.flag(f"the attribute {attr} (denied)", where)
+            self.flag(N_("the attribute {attr} (denied)").format(attr=attr), where)
 
     # -- pass 2: uses ----------------------------------------------------------------------
 
@@ -431,17 +432,17 @@ class _Scan(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
         if name in NEVER_NAMES:
-            self.flag(f"{name} (never allowed)", node)
+            self.flag(N_("{name} (never allowed)").format(name=name), node)
         elif name in self.imports:
             ref = self.imports[name]
             if ref.kind in ("module", "sibling") and isinstance(node.ctx, ast.Load):
-                self.flag(f"a module used as a value ({name})", node)
+                self.flag(N_("a module used as a value ({name})").format(name=name), node)
         elif name in self.bound or name in MODULE_GLOBALS:
             pass
         elif name not in self.w.builtins:
-            self.flag(f"{name} (not an allowed builtin)", node)
+            self.flag(N_("{name} (not an allowed builtin)").format(name=name), node)
         elif name in NAME_BUILTINS:
-            self.flag(f"{name} other than as {name}(obj, 'name')", node)
+            self.flag(N_("{name} other than as {name}(obj, 'name')").format(name=name), node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         ref = self._chain(node)
@@ -450,15 +451,15 @@ class _Scan(ast.NodeVisitor):
             self._value_attr(node.attr, node)
             receiver = node.value
             if node.attr == "format" and not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
-                self.flag(".format on something other than a string literal", node)
+                self.flag(N_(".format on something other than a string literal"), node)
             elif node.attr == "format" and not _plain_fields(receiver.value):
-                self.flag("a format string that reads attributes or items", node)
+                self.flag(N_("a format string that reads attributes or items"), node)
             if not isinstance(node.ctx, ast.Load) and (
                     (isinstance(receiver, ast.Attribute) and receiver.attr == "__class__")
                     or (isinstance(receiver, ast.Call) and getattr(receiver.func, "id", None) == "type")):
-                self.flag(f"an assignment to an attribute of a class ({node.attr})", node)
+                self.flag(N_("an assignment to an attribute of a class ({attr})").format(attr=node.attr), node)
         elif ref.kind in ("module", "sibling") and isinstance(node.ctx, ast.Load):
-            self.flag(f"a module used as a value ({ast.unparse(node)})", node)
+            self.flag(N_("a module used as a value ({code})").format(code=ast.unparse(node)), node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -473,7 +474,7 @@ class _Scan(ast.NodeVisitor):
             if not (name == "setattr" and len(args) == 3 and not node.keywords and isinstance(args[0], ast.Name)
                     and args[0].id in self.bound and args[0].id not in self.imports
                     and not any(isinstance(a, ast.Starred) for a in args)):
-                self.flag(f"{name} with a computed name", node)
+                self.flag(N_("{name} with a computed name").format(name=name), node)
             for child in (*args, *node.keywords):
                 self.visit(child)
             return
@@ -482,7 +483,7 @@ class _Scan(ast.NodeVisitor):
             self.visit(args[0])
             ref = VALUE
         if ref.kind in ("module", "sibling"):
-            self.flag(f"{name} on a module ({ref.path})", node)
+            self.flag(N_("{name} on a module ({path})").format(name=name, path=ref.path), node)
         else:
             ctx = {"setattr": "Store", "delattr": "Del"}.get(name, "Load")
             self._step(ref, args[1].value, node.lineno, ctx)
@@ -496,11 +497,11 @@ class _Scan(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and node.value in REFUSED_DEFINITIONS:
-            self.flag(f"the string {node.value!r}", node)
+            self.flag(N_("the string {value!r}").format(value=node.value), node)
 
     def visit_keyword(self, node: ast.keyword) -> None:
         if node.arg in REFUSED_DEFINITIONS:  # dict(__torch_function__=f)
-            self.flag(f"the keyword {node.arg}", node)
+            self.flag(N_("the keyword {arg}").format(arg=node.arg), node)
         self.generic_visit(node)
 
 
@@ -527,8 +528,8 @@ def scan_file(path: Path, rules: Rules, forbidden: tuple[str, ...] = (),
         source, encoding = read_source(Path(path))
         uses = scan(source, rules, forbidden, siblings)
     except (OSError, SyntaxError, ValueError, LookupError, RecursionError, MemoryError) as error:
-        return [Use(f"a file that cannot be scanned ({type(error).__name__})", 1)]
+        return [Use(N_("a file that cannot be scanned ({kind})").format(kind=type(error).__name__), 1)]
     if encoding not in ("utf-8", "utf-8-sig"):
         line = next((n for n, text in enumerate(source.splitlines()[:2], 1) if _COOKIE.match(text)), 1)
-        uses.insert(0, Use(f"a coding cookie for {encoding}", line))
+        uses.insert(0, Use(N_("a coding cookie for {encoding}").format(encoding=encoding), line))
     return uses

@@ -8,9 +8,10 @@ a command carrying :func:`dumps` of that case, so a student can rebuild it anywh
 holds the inputs as literals and the expected values as the grader computed them, nothing of
 the test's source. It is written only when every tensor is small (:data:`MAX_ELEMENTS`).
 
-The format: tensors are ``{"tensor": nested list, "dtype": "float64"}``, tuples
-``{"tuple": [...]}``, dicts ``{"dict": {...}}``, object recipes ``{"new": target, ...}``, dtypes
-``{"dtype": name}``; infinities and NaN are written as Python's ``json`` writes them.
+The format (:mod:`autograder.core.value_codec`'s, which the sandbox's wire shares): tensors are
+``{"tensor": nested list, "dtype": "float64"}``, tuples ``{"tuple": [...]}``, dicts
+``{"dict": {...}}``, object recipes ``{"new": target, ...}``, dtypes ``{"dtype": name}``;
+infinities and NaN are written as Python's ``json`` writes them.
 :data:`SCHEMA` is that format: :func:`loads` refuses any text it does not describe, since
 examples are shared between students and ``repro`` runs them.
 """
@@ -22,7 +23,9 @@ import keyword
 
 import torch
 
+from autograder.core import value_codec
 from autograder.core.protocol import Call, New, Result, leaves_of
+from autograder.core.value_codec import dtype_name
 
 MAX_ELEMENTS = 64  # per tensor: what a student can read in a message
 MAX_TOTAL = 512  # all tensors of one case together
@@ -91,7 +94,7 @@ def describe(call: Call) -> str:
     """The call in one line, tensors by shape and dtype: ``f(<tensor (2, 3) float32>, is_causal=True)``."""
     def arg(value) -> str:
         if isinstance(value, torch.Tensor):
-            return f"<tensor {tuple(value.shape)} {_dtype_name(value.dtype)}>"
+            return f"<tensor {tuple(value.shape)} {dtype_name(value.dtype)}>"
         if isinstance(value, New):
             return f"{value.target}({arguments(value.args, value.kwargs)})"
         if isinstance(value, (tuple, list)):
@@ -110,57 +113,38 @@ def describe(call: Call) -> str:
 
 
 # -- JSON ---------------------------------------------------------------------------------------
+# The structure is autograder.core.value_codec's (as the sandbox's wire has it), written for a
+# reader; a tensor is its numbers.
 
-def _encode(value):
-    if isinstance(value, torch.Tensor):
-        if value.device.type == "meta":
-            return {"tensor": None, "shape": list(value.shape), "dtype": _dtype_name(value.dtype)}
-        return {"tensor": value.detach().cpu().tolist(), "dtype": _dtype_name(value.dtype)}
-    if isinstance(value, New):
-        out = {"new": value.target, "args": _encode(value.args), "kwargs": _encode(value.kwargs)}
-        if value.state is not None:
-            out["state"] = _encode(value.state)
-        return out
-    if isinstance(value, torch.dtype):
-        return {"dtype": _dtype_name(value)}
-    if isinstance(value, torch.device):
-        return {"device": str(value)}
-    if isinstance(value, tuple):
-        return {"tuple": [_encode(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {"dict": {str(k): _encode(v) for k, v in value.items()}}
-    return value
+class _Encoder(value_codec.Encoder):
+    exact = False
+
+    def tensor(self, t: torch.Tensor) -> dict:
+        if t.device.type == "meta":
+            return {"tensor": None, "shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+        return {"tensor": t.detach().cpu().tolist(), "dtype": dtype_name(t.dtype)}
 
 
-def _decode(value):
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "tensor" in value:
-        dtype = getattr(torch, value["dtype"])
-        if value["tensor"] is None:
-            return torch.empty(value["shape"], dtype=dtype, device="meta")
-        return torch.tensor(value["tensor"], dtype=dtype)
-    if "new" in value:
-        state = value.get("state")
-        return New(value["new"], _decode(value["args"]), _decode(value["kwargs"]),
-                   None if state is None else _decode(state))
-    if "dtype" in value:
-        return getattr(torch, value["dtype"])
-    if "device" in value:
-        return torch.device(value["device"])
-    if "tuple" in value:
-        return tuple(_decode(v) for v in value["tuple"])
-    if "dict" in value:
-        return {k: _decode(v) for k, v in value["dict"].items()}
-    raise ValueError(f"not a case value: {value!r}")
+class _Decoder(value_codec.Decoder):
+    """What :data:`SCHEMA` admitted, rebuilt (torch may still refuse it: ragged lists...)."""
+
+    exact = False
+    dtypes = {dtype_name(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}  # every dtype torch names
+
+    def device(self, name) -> torch.device:
+        return torch.device(name)
+
+    def tensor(self, x: dict) -> torch.Tensor:
+        if not x.keys() <= _TENSOR_FIELDS:
+            raise ValueError("unexpected fields in a tensor")
+        dtype = self.dtype(x.get("dtype"))
+        if x["tensor"] is None:
+            return torch.empty(x["shape"], dtype=dtype, device="meta")
+        return torch.tensor(x["tensor"], dtype=dtype)
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+_TENSOR_FIELDS = frozenset(("tensor", "dtype", "shape"))
+_encode, _decode = _Encoder().value, _Decoder().value
 
 
 _CALL_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Call) if f.default is not dataclasses.MISSING}
@@ -202,7 +186,7 @@ def _tensors(value):
 # newline: every pattern here ends with `\Z`, the end of the text.
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*\Z"  # an ASCII Python name: what the snippet may write unquoted
 _KEYWORD = {"type": "string", "pattern": _NAME, "not": {"enum": keyword.kwlist}}  # a name `k=` can take
-_DTYPES = sorted({_dtype_name(v) for v in vars(torch).values() if isinstance(v, torch.dtype)})
+_DTYPES = sorted(_Decoder.dtypes)
 _PLAIN = r"^[^\x00-\x08\x0b-\x1f\x7f-\x9f]*\Z"  # printed as it is: no terminal control sequences
 _DEVICE = {"type": "string", "pattern": r"^[a-z]+(:[0-9]+)?\Z"}
 _REF = {name: {"$ref": f"#/$defs/{name}"} for name in ("value", "numbers", "tensor", "new", "dtype", "tuple", "dict")}

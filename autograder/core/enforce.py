@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 
 from autograder.core.forbidden import STAND_INS
+from autograder.core.i18n import N_
 
 # Keys a tensor's computation ends at (whatever mode or wrapper it went through).
 BACKEND_KEYS = (
@@ -138,7 +139,9 @@ _installed: set[tuple] = set()  # the family tables installed
 
 
 def _where(frame: types.FrameType | None) -> str:
-    return f" ({Path(frame.f_code.co_filename).name} line {frame.f_lineno})" if frame is not None else ""
+    if frame is None:
+        return ""
+    return " (" + N_("{file} line {line}").format(file=Path(frame.f_code.co_filename).name, line=frame.f_lineno) + ")"
 
 
 def _check(op: str) -> None:
@@ -150,7 +153,8 @@ def _check(op: str) -> None:
         return
     kind, frame = guard.caller(sys._getframe(2))
     if kind == "student":
-        raise Forbidden(family, f"{op}{_where(frame)} is in the kernel family '{family}', which this unit may not use")
+        raise Forbidden(family, N_("{operator} is in the kernel family '{family}', which this unit may not "
+                                   "use").format(operator=f"{op}{_where(frame)}", family=family))
 
 
 def _kernels(op: str, overload, composite: bool):
@@ -262,8 +266,8 @@ def gate(module: types.ModuleType, entries: Iterable[str]) -> None:
             guard = _guard
             if guard is not None and guard.entry not in entries:
                 name = guard.entry or "the unit's import-time code"
-                raise Forbidden(STAND_INS, f"{name} may not use the {sibling} sibling "
-                                             f"(only {', '.join(sorted(entries))} may)")
+                raise Forbidden(STAND_INS, N_("{name} may not use the {sibling} sibling (only {entries} may)").format(
+                    name=name, sibling=sibling, entries=", ".join(sorted(entries))))
             return function(*args, **kwargs)
 
         return entry_checked

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.core.i18n import N_, _, translate_text
 from autograder.core.loader import read_source
 
 TENSOR_PREFIX = "torch.Tensor."
@@ -57,11 +58,15 @@ class Use:
     line: int | None  # None: a kernel family refused at run time
 
     def describe(self, filename: str) -> str:
+        """The finding as the student reads it (on the grader's side: in the language it speaks)."""
         if self.line is None and self.name == STAND_INS:
-            return f"{filename} called a stand-in sibling from an entry point that may not use it (refused at run time)"
+            return _("{file} called a stand-in sibling from an entry point that may not use it (refused at run "
+                     "time)").format(file=filename)
         if self.line is None:
-            return f"{filename} asked for the kernel family '{self.name}' at run time (refused)"
-        return f"{filename} uses {self.name} (line {self.line})"
+            return _("{file} asked for the kernel family '{family}' at run time (refused)").format(file=filename,
+                                                                                                  family=self.name)
+        return _("{file} uses {name} (line {line})").format(file=filename, name=translate_text(self.name),
+                                                             line=self.line)
 
 
 class _Scanner(ast.NodeVisitor):
@@ -145,7 +150,7 @@ class _Scanner(ast.NodeVisitor):
         elif _computed_name(node):
             owner = self._dotted(node.args[0])
             if owner:  # the student's own objects (getattr(self, name)) stay allowed
-                self.uses.append(Use(f"{node.func.id} with a computed name on {owner}", node.lineno))
+                self.uses.append(Use(N_("{builtin} with a computed name on {owner}").format(builtin=node.func.id, owner=owner), node.lineno))
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -196,10 +201,10 @@ def scan_file(path: Path, forbidden: tuple[str, ...]) -> list[Use]:
         source, encoding = read_source(path)
         uses = scan_source(source, forbidden)
     except (OSError, SyntaxError, ValueError, LookupError) as error:  # it loaded, so only a changed file gets here
-        return [Use(f"a file that cannot be scanned ({type(error).__name__})", 1)]
+        return [Use(N_("a file that cannot be scanned ({kind})").format(kind=type(error).__name__), 1)]
     if encoding not in ("utf-8", "utf-8-sig"):
         line = next((n for n, text in enumerate(source.splitlines()[:2], 1) if _COOKIE.match(text)), 1)
-        uses.insert(0, Use(f"a coding cookie for {encoding}", line))
+        uses.insert(0, Use(N_("a coding cookie for {encoding}").format(encoding=encoding), line))
     return uses
 
 

@@ -17,6 +17,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
+from autograder.core.i18n import N_
 from autograder.core.manifest import Course, Rules, Unit
 
 _counter = itertools.count()
@@ -54,11 +55,15 @@ def _exec_file(module_name: str, path: Path, builtins: dict | None = None) -> ty
 def describe_import_error(path: Path, error: BaseException) -> str:
     name = path.name
     if isinstance(error, SyntaxError):
-        where = f" line {error.lineno}" if error.lineno else ""  # a bad coding cookie has no line
-        return f"{name}{where}: {error.msg} (the file does not compile)"
+        if error.lineno:  # a bad coding cookie has no line
+            return N_("{file} line {line}: {problem} (the file does not compile)").format(
+                file=name, line=error.lineno, problem=error.msg)
+        return N_("{file}: {problem} (the file does not compile)").format(file=name, problem=error.msg)
     if isinstance(error, UnicodeDecodeError):
-        return f"{name} is not valid {error.encoding.upper()} text: {error.reason} at byte {error.start}"
-    return f"importing {name} raised {type(error).__name__}: {safe_str(error)}"
+        return N_("{file} is not valid {encoding} text: {reason} at byte {start}").format(
+            file=name, encoding=error.encoding.upper(), reason=error.reason, start=error.start)
+    return N_("importing {file} raised {kind}: {problem}").format(file=name, kind=type(error).__name__,
+                                                                   problem=safe_str(error))
 
 
 def safe_str(error: BaseException, limit: int = 300) -> str:
@@ -66,7 +71,7 @@ def safe_str(error: BaseException, limit: int = 300) -> str:
     try:
         text = str(error)
     except BaseException:  # noqa: BLE001 - the submission controls __str__
-        text = "<the exception's message could not be printed>"
+        text = N_("<the exception's message could not be printed>")
     return text if len(text) <= limit else text[:limit] + "…"
 
 
@@ -114,7 +119,7 @@ def load_unit(course: Course, unit: Unit, folder: Path, *, isolate: bool,
     of ``restricted.builtins_for``: what the allow-list scan approved is what runs."""
     path = folder / unit.file
     if not path.is_file():
-        raise LoadError(f"{unit.file} was not found in the submission")
+        raise LoadError(N_("{file} was not found in the submission").format(file=unit.file))
     package = _package("_submission", [] if isolate else [str(folder)])
     if isolate:
         _stand_ins_into(package, course, unit, trusted)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.core.lateness import LatePolicy, parse_due
+from autograder.core.settings import Limits
 
 MANIFEST = Path("course") / "course.toml"
 ROOT_ENV = "AUTOGRADER_COURSE_ROOT"
@@ -66,6 +67,8 @@ class Course:
     lessons: Path | None = None
     nbgrader_course: Path | None = None
     api: Path | None = None
+    # The course's message catalogues (<locale>/<lang>/LC_MESSAGES/messages.po, autograder.core.i18n).
+    locale: Path | None = None
     student_readme: Path | None = None
     student_bundle: tuple[str, ...] = ()
     brand: Branding | None = None
@@ -80,6 +83,8 @@ class Course:
     kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # What late work costs (course.toml ``[late]``, :mod:`autograder.core.lateness`); none by default.
     late: LatePolicy = field(default_factory=LatePolicy)
+    # The engine's limits (course.toml ``[limits]``, :mod:`autograder.core.settings`); the defaults by default.
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def nbgrader_source(self) -> Path:
@@ -145,6 +150,7 @@ def load_course(root: Path | None = None) -> Course:
         lessons=root / paths["lessons"],
         nbgrader_course=root / paths["nbgrader_course"],
         api=root / paths["api"],
+        locale=root / paths["locale"] if "locale" in paths else None,
         student_readme=root / paths["student_readme"],
         student_bundle=tuple(paths["student_bundle"]),
         brand=Branding(**data["branding"]),
@@ -154,4 +160,5 @@ def load_course(root: Path | None = None) -> Course:
         kernels={name: tuple(parts) for name, parts in data.get("kernels", {}).items()},
         rules=Rules(**{k: tuple(v) for k, v in data["rules"].items()}) if "rules" in data else None,
         late=LatePolicy.from_table(data.get("late"), f"{MANIFEST}: [late]"),
+        limits=Limits.from_table(data.get("limits"), f"{MANIFEST}: [limits]"),
     )

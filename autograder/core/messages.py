@@ -8,6 +8,7 @@ import shlex
 import pytest
 
 from autograder.core import cases
+from autograder.core.i18n import N_, _
 from autograder.core.loader import safe_str
 from autograder.core.protocol import StudentError
 
@@ -29,12 +30,21 @@ def _counterexample(error: BaseException) -> str:
 
 
 REPRODUCE = "\nreproduce: "  # what starts a failure's reproduce command (its own last line)
+_REPRODUCE = N_("reproduce: {command}")  # the same line, in the student's language
+
+
+def _reproduce_marks() -> tuple[str, ...]:
+    """What starts a reproduce command: in English, and in the language this process speaks."""
+    return tuple(dict.fromkeys((REPRODUCE, "\n" + _(_REPRODUCE).split("{command}")[0])))
 
 
 def split_reproduce(output: str) -> tuple[str, str | None]:
     """A failure's message without its reproduce command, and the command (None if it has none)."""
-    reason, mark, command = output.partition(REPRODUCE)
-    return (reason, command.strip()) if mark else (output, None)
+    for marker in _reproduce_marks():
+        reason, mark, command = output.partition(marker)
+        if mark:
+            return reason, command.strip()
+    return output, None
 
 
 def _reproduce(error: BaseException, command: str) -> str:
@@ -48,9 +58,9 @@ def _reproduce(error: BaseException, command: str) -> str:
         return ""
     text = cases.dumps(case["call"].unit, case)
     if text is None:
-        return (f"\nthe call: {cases.describe(case['call'])} (its tensors hold more than {cases.MAX_ELEMENTS} "
-                "numbers, too many to rebuild from this message)")
-    return f"{REPRODUCE}{command} --example {shlex.quote(text)}"
+        return "\n" + _("the call: {call} (its tensors hold more than {limit} numbers, too many to rebuild from "
+                        "this message)").format(call=cases.describe(case["call"]), limit=cases.MAX_ELEMENTS)
+    return "\n" + _(_REPRODUCE).format(command=f"{command} --example {shlex.quote(text)}")
 
 
 def failure_message(error: BaseException, repro: str | None = None) -> str:
@@ -61,11 +71,11 @@ def failure_message(error: BaseException, repro: str | None = None) -> str:
     if isinstance(error, StudentError):
         text = error.describe()
     elif isinstance(error, AssertionError):
-        text = safe_str(error, 600) or "the property does not hold"
+        text = safe_str(error, 600) or _("the property does not hold")
     elif isinstance(error, pytest.fail.Exception):
         text = error.msg
     else:
         text = f"{type(error).__name__}: {safe_str(error)}"
     example = _counterexample(error)
-    text = f"{text} (counterexample: {example})" if example else text
+    text = _("{text} (counterexample: {example})").format(text=text, example=example) if example else text
     return text + (_reproduce(error, repro) if repro else "")

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
+from autograder.core.i18n import _, translate_text
 from autograder.core.results import NOT_IMPLEMENTED
 
 
@@ -101,13 +102,15 @@ class StudentError(Exception):
         super().__init__(self.describe())
 
     def describe(self) -> str:
+        """What the student reads, in the language this process speaks: the grader's own messages
+        (those of a :class:`Failure`, and ``where``) may come from the sandbox's box in English."""
         if self.kind == "NotImplementedError":
-            text = NOT_IMPLEMENTED
+            text = _(NOT_IMPLEMENTED)
         elif self.kind in set(Failure):
-            text = self.message
+            text = translate_text(self.message)
         else:
-            text = f"your code raised {self.kind}: {self.message}"
-        return f"{text} ({self.where})" if self.where else text
+            text = _("your code raised {kind}: {message}").format(kind=self.kind, message=self.message)
+        return _("{text} ({where})").format(text=text, where=translate_text(self.where)) if self.where else text
 
 
 

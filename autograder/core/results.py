@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
+from autograder.core.i18n import N_
 from autograder.core.safe_text import safe_name, safe_text
 
 
-NOT_IMPLEMENTED = "not implemented yet"  # what a stub's NotImplementedError reads as, in every report
+# What a stub's NotImplementedError reads as, in every report (in English here, as the stubs write
+# it: a report translates it, i18n._(NOT_IMPLEMENTED)).
+NOT_IMPLEMENTED = N_("not implemented yet")
 
 
 def _round(x: float) -> float:

@@ -11,12 +11,13 @@ import ast
 
 from autograder.core import allowlist
 from autograder.core.forbidden import Use, scan_file
+from autograder.core.i18n import N_, _, translate_text
 from autograder.core.loader import read_source
 from autograder.core.manifest import Rules, Unit
 from autograder.core.protocol import Subject
 from autograder.core.results import TestResult, UnitResult
 
-FORBIDDEN_TEST_OUTPUT = "no points: the unit calls a forbidden function"
+FORBIDDEN_TEST_OUTPUT = N_("no points: the unit calls a forbidden function")
 
 
 def unit_result(spec: Unit, subject: Subject, tests: list[TestResult], rules: Rules | None = None,
@@ -40,18 +41,17 @@ def unit_result(spec: Unit, subject: Subject, tests: list[TestResult], rules: Ru
             uses.sort(key=lambda u: u.line)
     uses += [Use(name, None) for name in sorted(subject.runtime_uses(spec.name))]
     if problem and not uses:
-        unit.status, unit.message = "unavailable", problem
+        unit.status, unit.message = "unavailable", translate_text(problem)
         return unit
     if uses:
         unit.status = "forbidden"
-        unit.message = (
-            f"{'; '.join(u.describe(spec.file) for u in uses)}. This unit must not call the function it teaches, "
-            "nor reach past what the API page allows a unit (its list of modules, names and builtins), so it scores 0: "
-            "write it from basic tensor operations."
-        )
+        unit.message = _(
+            "{uses}. This unit must not call the function it teaches, nor reach past what the API page allows a unit "
+            "(its list of modules, names and builtins), so it scores 0: write it from basic tensor operations."
+        ).format(uses="; ".join(u.describe(spec.file) for u in uses))
         for test in unit.tests:
             if test.score:
-                test.score, test.status, test.output = 0.0, "failed", FORBIDDEN_TEST_OUTPUT
+                test.score, test.status, test.output = 0.0, "failed", _(FORBIDDEN_TEST_OUTPUT)
     return unit
 
 

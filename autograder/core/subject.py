@@ -16,8 +16,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode  # the engine's own, trusted use
 
 from autograder.core import enforce, loader
+from autograder.core.i18n import N_
 from autograder.core.manifest import Course, Unit
 from autograder.core.protocol import Call, Failure, New, Result, StudentError, leaves_of, map_nested
+from autograder.core.settings import DEFAULTS
 
 
 class CallTimeout(BaseException):
@@ -29,7 +31,7 @@ def time_limit(seconds: float):
     """Interrupt the block with :class:`CallTimeout` after ``seconds`` (main thread, POSIX)."""
 
     def expire(signum, frame):
-        raise CallTimeout(f"timed out after {seconds:g} s")
+        raise CallTimeout(N_("timed out after {seconds:g} s").format(seconds=seconds))
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -40,34 +42,33 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-# How many calls of one unit may run into the time limit before its further calls fail at once:
-# an endless loop, the commonest student bug, then costs two limits per unit instead of one per
-# test. Code that never hits the limit is never affected, however slow.
-TIMEOUTS_PER_UNIT = 2
-
-
 class Timeouts:
     """The calls of each unit that ran past the time limit; both subjects keep one, so a
-    submission gets the same failures sandboxed or not."""
+    submission gets the same failures sandboxed or not.
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    After ``allowed`` such calls of one unit (the course's ``timeouts_per_unit``, two by default)
+    its further calls fail at once: an endless loop, the commonest student bug, then costs two
+    limits per unit instead of one per test. Code that never hits the limit is never affected,
+    however slow."""
+
+    def __init__(self, seconds: float, allowed: int = DEFAULTS.timeouts_per_unit):
+        self.seconds, self.allowed = seconds, allowed
         self._first: dict[str, str] = {}  # unit -> the first call that timed out, for the message
         self._count: dict[str, int] = {}
 
     def record(self, call: Call, where: str) -> None:
         entry = call.target.target if isinstance(call.target, New) else call.target
         name = f"{entry}.{call.method}" if call.method else entry
-        self._first.setdefault(call.unit, f"{name}, at {where}" if where else name)
+        self._first.setdefault(call.unit, N_("{name}, at {where}").format(name=name, where=where) if where else name)
         self._count[call.unit] = self._count.get(call.unit, 0) + 1
 
     def exhausted(self, unit: str) -> str | None:
         """Why every further call of ``unit`` fails at once, or None."""
-        if self._count.get(unit, 0) < TIMEOUTS_PER_UNIT:
+        if self._count.get(unit, 0) < self.allowed:
             return None
-        return (f"time budget exhausted: an endless loop? {self._count[unit]} calls ran past the "
-                f"{self.seconds:g} s limit (the first: {self._first[unit]}), so this unit's remaining "
-                "calls fail without running: make that code return within the limit")
+        return N_("time budget exhausted: an endless loop? {count} calls ran past the {seconds:g} s limit (the first: "
+                  "{first}), so this unit's remaining calls fail without running: make that code return within the "
+                  "limit").format(count=self._count[unit], seconds=self.seconds, first=self._first[unit])
 
 
 def _where(error: BaseException, folder: Path) -> str:
@@ -75,7 +76,7 @@ def _where(error: BaseException, folder: Path) -> str:
     prefix = str(folder.resolve())
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if f.filename.startswith(prefix) and not Path(f.filename).name.startswith("<")]  # not enforce's <call>
-    return f"{Path(frames[-1].filename).name} line {frames[-1].lineno}" if frames else ""
+    return N_("{file} line {line}").format(file=Path(frames[-1].filename).name, line=frames[-1].lineno) if frames else ""
 
 
 _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -88,10 +89,12 @@ def export(value, what: str = "output"):
         if type(x) in (torch.Tensor, torch.nn.Parameter):
             return x.detach().clone()
         if isinstance(x, torch.Tensor):
-            raise StudentError(Failure.BAD_OUTPUT, f"the {what} is a {type(x).__name__}, a tensor subclass; return a plain torch.Tensor")
+            raise StudentError(Failure.BAD_OUTPUT, N_("the {what} is a {type}, a tensor subclass; return a plain "
+                                                      "torch.Tensor").format(what=what, type=type(x).__name__))
         if isinstance(x, _PLAIN):
             return x
-        raise StudentError(Failure.BAD_OUTPUT, f"the {what} holds a {type(x).__name__}; expected tensors, numbers or None")
+        raise StudentError(Failure.BAD_OUTPUT, N_("the {what} holds a {type}; expected tensors, numbers or "
+                                                  "None").format(what=what, type=type(x).__name__))
 
     return map_nested(value, leaf)
 
@@ -126,7 +129,8 @@ class _LargestStorage(TorchDispatchMode):
 class InProcessSubject:
     """Serve a submission folder from this very process (no sandbox)."""
 
-    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float = 10.0):
+    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float | None = None):
+        timeout = course.limits.call_timeout if timeout is None else timeout
         self.course, self.folder, self.isolate, self.timeout = course, Path(folder).resolve(), isolate, timeout
         self.failure: str | None = None  # nothing here can break apart from the student's code
         self._modules: dict[str, object] = {}
@@ -135,14 +139,14 @@ class InProcessSubject:
         self._refused: dict[str, set[str]] = {name: set() for name in course.units}  # kernel families refused
         self._call = enforce.student_caller(self.folder)
         self._timed_out: str | None = None
-        self._timeouts = Timeouts(timeout)
+        self._timeouts = Timeouts(timeout, course.limits.timeouts_per_unit)
         # One thread: the same reduction order on every machine, so even an ill-conditioned
         # (buggy) computation gets the same score everywhere, sandboxed or not.
         torch.set_num_threads(1)
 
     def begin(self, test_id: str) -> None:
         """A new test starts: a time-out in the previous one no longer stops its calls (it still
-        counts towards the unit's :data:`TIMEOUTS_PER_UNIT`)."""
+        counts towards the unit's ``timeouts_per_unit``)."""
         self._timed_out = None
 
     def close(self) -> None:
@@ -171,7 +175,7 @@ class InProcessSubject:
                 self._errors[unit] = str(error)
             except enforce.Forbidden as refused:
                 self._refused[unit].add(refused.family)
-                self._errors[unit] = f"importing {spec.file}: {refused.message}"
+                self._errors[unit] = N_("importing {file}: {problem}").format(file=spec.file, problem=refused.message)
         return self._errors.get(unit)
 
     def _guard(self, spec: Unit, entry: str | None) -> enforce.Guard:
@@ -192,7 +196,7 @@ class InProcessSubject:
             raise StudentError(Failure.TIMEOUT, exhausted)
         if self._timed_out:
             # One time-out per test: hypothesis would otherwise wait again for every example.
-            raise StudentError(Failure.TIMEOUT, f"{self._timed_out} earlier in this test")
+            raise StudentError(Failure.TIMEOUT, N_("{problem} earlier in this test").format(problem=self._timed_out))
         module = self._modules[call.unit]
         try:
             # The student's whole call, backward included (a custom autograd.Function runs its code there).
@@ -273,7 +277,7 @@ class InProcessSubject:
 
         result = Result(output=export(output), largest=sizes.largest if call.measure else None)
         result.mutated = [
-            f"input {i + 1}" for i, (old, new) in enumerate(zip(before, inputs))
+            N_("input {number}").format(number=i + 1) for i, (old, new) in enumerate(zip(before, inputs))
             if old.device.type != "meta" and not torch.equal(old, _DETACH(new))
         ]
         params = dict(obj.named_parameters()) if isinstance(obj, torch.nn.Module) else {}
@@ -290,7 +294,8 @@ class InProcessSubject:
         for out, grad in zip(leaves_of(output), leaves_of(grad_outputs)):
             if isinstance(grad, torch.Tensor):
                 if not (isinstance(out, torch.Tensor) and out.requires_grad):
-                    raise StudentError(Failure.BAD_OUTPUT, "an output carries no gradient: was it detached or made with torch.no_grad()?")
+                    raise StudentError(Failure.BAD_OUTPUT, N_("an output carries no gradient: was it detached or made "
+                                                              "with torch.no_grad()?"))
                 outs.append(out)
                 grads.append(grad.to(device=device, dtype=out.dtype))
         wrt = list(leaves.values()) + list(params.values())

@@ -18,11 +18,10 @@ from collections.abc import Collection, Iterator
 from pathlib import Path, PurePosixPath
 
 from autograder.core.safe_text import safe_name
+from autograder.core.settings import DEFAULTS, Limits
 
-MAX_DEPTH = 32  # folders below the upload: far more than any real layout
-MAX_ENTRIES = 10_000  # files and folders seen in one upload
-MAX_FILE_BYTES = 2 * 1024 * 1024  # one unit file
-MAX_ZIP_BYTES = 20 * 1024 * 1024  # what one zip's members add up to
+# The upload sizes (folders deep, entries, bytes of a file and of a zip) are the course's
+# ``upload_*`` limits (autograder/core/settings.py): far more than any real layout needs.
 STATUS_LIMIT = 300  # characters of a status: one gradebook cell, the same whole text on every path
 SHOWN = 60  # characters of one path in a status (its end: the file's own name)
 LISTED = 4  # names a status lists at most
@@ -53,20 +52,21 @@ def _listed(names: list[str]) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" and {shown[-1]}"
 
 
-def walk(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
+def walk(folder: Path, limits: Limits = DEFAULTS) -> Iterator[tuple[Path, os.stat_result]]:
     """Every entry below ``folder`` with its ``lstat``, shallowest first, never following links.
 
-    Raises SubmissionError past :data:`MAX_DEPTH` folders or :data:`MAX_ENTRIES` entries.
+    Raises SubmissionError past ``limits.upload_depth`` folders or ``limits.upload_entries`` entries.
     """
+    max_depth, max_entries = limits.upload_depth, limits.upload_entries
     seen, level = 0, [folder]
-    for depth in range(MAX_DEPTH + 1):
+    for depth in range(max_depth + 1):
         below = []
         for top in level:
             with os.scandir(top) as entries:
                 for entry in sorted(entries, key=lambda e: e.name):
                     seen += 1
-                    if seen > MAX_ENTRIES:
-                        raise SubmissionError(f"the upload holds more than {MAX_ENTRIES} files and folders")
+                    if seen > max_entries:
+                        raise SubmissionError(f"the upload holds more than {max_entries} files and folders")
                     info = entry.stat(follow_symlinks=False)
                     yield Path(entry.path), info
                     if stat.S_ISDIR(info.st_mode):
@@ -74,7 +74,7 @@ def walk(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
         if not below:
             return
         level = below
-    raise SubmissionError(f"the upload is nested more than {MAX_DEPTH} folders deep")
+    raise SubmissionError(f"the upload is nested more than {max_depth} folders deep")
 
 
 def read_regular(path: Path, limit: int) -> bytes | None:
@@ -88,15 +88,17 @@ def read_regular(path: Path, limit: int) -> bytes | None:
         return handle.read(limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
 
 
-def intake(source: Path, dest: Path, wanted: Collection[str], *,
-           max_bytes: int = MAX_FILE_BYTES) -> dict[str, Path | None]:
+def intake(source: Path, dest: Path, wanted: Collection[str], *, max_bytes: int | None = None,
+           limits: Limits = DEFAULTS) -> dict[str, Path | None]:
     """Copy each file named in ``wanted`` from the upload ``source`` (a folder, or a .zip) into
     ``dest`` under its own name; returns name -> the file it came from (None: out of a zip).
+    ``limits``: the course's upload sizes; ``max_bytes``: one wanted file's (default ``limits.upload_file_bytes``).
 
     Raises :class:`SubmissionError` when the upload is refused, :class:`NothingFound` when it
     holds none of ``wanted`` (``dest`` exists either way). The rules are
     :mod:`autograder.delivery.submissions`'.
     """
+    max_bytes = limits.upload_file_bytes if max_bytes is None else max_bytes
     dest.mkdir(parents=True, exist_ok=True)
     try:
         info = source.lstat()
@@ -105,13 +107,13 @@ def intake(source: Path, dest: Path, wanted: Collection[str], *,
     if stat.S_ISLNK(info.st_mode):
         raise _refusal("the upload is a symlink; links are not followed: upload the folder or zip itself")
     if stat.S_ISREG(info.st_mode) and source.suffix == ".zip":
-        return _from_zip(source, None, dest, wanted, max_bytes)
+        return _from_zip(source, None, dest, wanted, max_bytes, limits)
     if not stat.S_ISDIR(info.st_mode):
         raise _refusal("the upload is neither a folder nor a .zip file")
     candidates: dict[str, list[PurePosixPath]] = {}
     names, zips = [], []
     try:
-        for path, info in walk(source):
+        for path, info in walk(source, limits):
             rel = PurePosixPath(path.relative_to(source).as_posix())
             names.append(path.name)
             if path.name in wanted and not stat.S_ISDIR(info.st_mode):
@@ -128,7 +130,7 @@ def intake(source: Path, dest: Path, wanted: Collection[str], *,
         shown = _show(where.relative_to(source)) if where != source and where.is_relative_to(source) else "the upload"
         raise _refusal(f"{shown} cannot be read ({error.strerror})") from None
     if not candidates and len(zips) == 1:  # an upload of one zip holding the files (as Gradescope allows)
-        return _from_zip(zips[0], zips[0].name, dest, wanted, max_bytes)
+        return _from_zip(zips[0], zips[0].name, dest, wanted, max_bytes, limits)
     if not candidates:
         raise _nothing(wanted, names)
     taken = {}
@@ -175,25 +177,26 @@ def _choose(name: str, places: list[PurePosixPath], within: str = "") -> PurePos
                    "the one to grade at the top level of the upload")
 
 
-def _from_zip(archive: Path, label: str | None, dest: Path, wanted: Collection[str], max_bytes: int) -> dict[str, None]:
+def _from_zip(archive: Path, label: str | None, dest: Path, wanted: Collection[str], max_bytes: int,
+              limits: Limits) -> dict[str, None]:
     """The wanted members of ``archive`` (the upload itself when ``label`` is None, else the
     zip of that name in the upload folder), by the same rules as a folder's files."""
     where, within = ("the upload", "") if label is None else (_show(label), f"{label}/")
     try:
         with zipfile.ZipFile(archive) as zf:
             members = zf.infolist()
-            if len(members) > MAX_ENTRIES:
-                raise _refusal(f"{where} holds more than {MAX_ENTRIES} members")
-            if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-                raise _refusal(f"{where} unpacks to more than {MAX_ZIP_BYTES // 2**20} MiB")
+            if len(members) > limits.upload_entries:
+                raise _refusal(f"{where} holds more than {limits.upload_entries} members")
+            if sum(m.file_size for m in members) > limits.upload_zip_bytes:
+                raise _refusal(f"{where} unpacks to more than {limits.upload_zip_bytes // 2**20} MiB")
             candidates: dict[str, list[PurePosixPath]] = {}
             chosen: dict[PurePosixPath, zipfile.ZipInfo] = {}
             for member in members:
                 path = PurePosixPath(member.filename)
                 if member.filename.startswith("/") or ".." in path.parts:
                     raise _refusal(f"{where} holds a path outside the upload: {_show(member.filename)}")
-                if len(path.parts) > MAX_DEPTH:
-                    raise _refusal(f"{where} holds a member nested more than {MAX_DEPTH} folders deep")
+                if len(path.parts) > limits.upload_depth:
+                    raise _refusal(f"{where} holds a member nested more than {limits.upload_depth} folders deep")
                 if member.is_dir() or path.name not in wanted:
                     continue
                 # Many zips record no file type (Windows', Python's writestr): a regular file, as it unpacks.

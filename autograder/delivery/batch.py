@@ -61,21 +61,24 @@ from autograder.core import lateness
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.safe_text import safe_name, safe_text
+from autograder.core.settings import DEFAULTS
 from autograder.core.uploads import SubmissionError, read_regular, walk
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.formats import (LMS_LAYOUTS, POINTS_POSSIBLE, LmsRoster, gradebook_csv, lms_gradebook,
                                          lms_settings, markdown_text, to_markdown, unmatched_csv)
-from autograder.delivery.submissions import MAX_ZIP_BYTES, collect
+from autograder.delivery.submissions import collect
 from autograder.delivery import class_report
 from autograder.grading import forking, serve
+from autograder.grading import serve_channel as channel
 from autograder.grading.errors import GraderError
 from autograder.grading.session import GradingSession, isolation_notice
 from autograder.sandbox.resources import SandboxError
-from autograder.sandbox.zygote import Pool
+from autograder.sandbox.pool import Pool
 
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
-STUDENT_BUDGET = 1200.0  # seconds of wall clock per student in a chunk, after which the chunk is killed
-DIGEST_BYTES = 4 * MAX_ZIP_BYTES  # bytes of an upload read for its digest, at most
+# Bytes of an upload read for its digest, at most: from the default zip limit, never the course's,
+# so an upload's digest (what a resumed batch compares) does not change with course.toml.
+DIGEST_BYTES = 4 * DEFAULTS.upload_zip_bytes
 
 
 class BatchInterrupted(Exception):
@@ -345,9 +348,9 @@ class _Server:
 
     def grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
         """None once ``report`` holds the results; else why not (the process is then useless)."""
-        request = json.dumps({"folders": [str(p) for p in paths], "report": str(report)}) + "\n"
+        request = channel.encode(channel.GradeRequest(tuple(paths), report))
         try:
-            self.proc.stdin.write(request.encode())
+            self.proc.stdin.write(request)
             self.proc.stdin.flush()
         except OSError:
             return self._ended()
@@ -361,8 +364,8 @@ class _Server:
                 return self._ended()
             self._buffer += data
         line, self._buffer = self._buffer.split(b"\n", 1)
-        reply = json.loads(line)
-        return None if reply.get("ok") else f"grader failure: {_one_line(str(reply.get('error')))}"
+        reply = channel.decode_reply(line)
+        return None if isinstance(reply, channel.Graded) else f"grader failure: {_one_line(reply.error)}"
 
     def _ended(self) -> str:
         code = self.proc.wait()
@@ -532,10 +535,12 @@ def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
 
 
 def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, units: list[str] | None = None,
-                show_progress: bool = True, student_budget: float = STUDENT_BUDGET, gradebook: str = "default",
+                show_progress: bool = True, student_budget: float | None = None, gradebook: str = "default",
                 roster: LmsRoster | None = None,
                 mapping: dict[str, str] | None = None) -> dict:
-    """Grade every student not yet graded; return the summary (also written to ``out``)."""
+    """Grade every student not yet graded; return the summary (also written to ``out``).
+    ``student_budget``: seconds per student in a chunk (default: the course's ``student_budget``)."""
+    student_budget = course.limits.student_budget if student_budget is None else student_budget
     students, refused = discover(submissions, mapping)
     for entry in refused:
         print(f"{course.brand.command}: {entry['reason']}", file=sys.stderr)
@@ -607,7 +612,8 @@ def write_gradebook(course: Course, out: Path, students: list[Student], units: l
     graded = [r["status"] == "graded" for r in records]
     late = sum(bool(_late_status(r.get("late"))) for r in records)
     records = [_shown(r) for r in records]  # the scores after any late penalty, from here on
-    # What the suites declare (their points markers), so it holds even when nobody was gradable.
+    # What the suites declare (the rubric the grader's own collection records), so it holds even
+    # when nobody was gradable.
     possible = {n: sum(r.points for r in rubric(course, n)) for n in names}
     book = None
     if layout in LMS_LAYOUTS:  # the LMS's own export, filled in; the uploads it has no row for, apart

@@ -15,16 +15,34 @@ Every text a student controls goes through :func:`~autograder.delivery.formats.m
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
 from pathlib import Path
 
+from autograder.core.i18n import N_, renderings
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.formats import markdown_text
 
-HINT = re.compile(r"Hint: (.+?)(?= \(counterexample:|\nreproduce: |\nthe call: |\Z)", re.S)
+# The engine's words around a hint in a failure message, whichever language it was written in.
+HINT_START = N_(". Hint: {advice}")
+HINT_ENDS = (N_("{text} (counterexample: {example})"), N_("reproduce: {command}"), N_("the call: {call}"))
 WORST = 15  # properties and hints listed
+
+
+@functools.cache
+def hint_pattern() -> re.Pattern[str]:
+    """What finds a hint in a failure message: the advice after ``Hint: `` up to the counterexample,
+    the reproduce line or the call the grader appends, in English or any catalogued language."""
+    def before(message: str, field: str) -> list[str]:  # each rendering's words up to ``field``
+        return [r.split(field)[0] for r in renderings(message)]
+
+    starts = [s.lstrip(". \u3002") for s in before(HINT_START, "{advice}")]  # "Hint: ", not ". Hint: "
+    ends = ([r.split("{text}")[1].rstrip() for r in before(HINT_ENDS[0], "{example}")]
+            + ["\n" + s for s in before(HINT_ENDS[1], "{command}") + before(HINT_ENDS[2], "{call}")])
+    escaped = "|".join(map(re.escape, starts)), "|".join(map(re.escape, ends))
+    return re.compile(f"(?:{escaped[0]})(.+?)(?={escaped[1]}|\\Z)", re.S)
 
 
 def from_result(result: dict) -> dict:
@@ -87,7 +105,7 @@ def statistics(records: list[dict], *, not_graded: int = 0, isolation: str | Non
             ran[test["property"]] += 1
             if test["failed"]:
                 failed[test["property"]] += 1
-                given |= {text.strip() for text in HINT.findall(test["output"])}
+                given |= {text.strip() for text in hint_pattern().findall(test["output"])}
         hints.update(given)
     bins = Counter(min(int(10 * r["score"] / r["max_score"]), 9) if r["max_score"] else 0 for r in records)
     scores = sorted(100 * r["score"] / r["max_score"] if r["max_score"] else 0.0 for r in records)

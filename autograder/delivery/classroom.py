@@ -31,15 +31,9 @@ from pathlib import Path
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
+from autograder.delivery.platform import Platform
 
 STEP_ID = "public-tests"
-
-
-def isolates(course: Course) -> bool:
-    """Whether a Classroom check can grade each unit with the stand-ins in place of
-    its siblings, as ``grade`` does (so its points are Gradescope's
-    visible points): only where the course's stand-in files are present."""
-    return all((course.root / path).is_file() for unit in course.units.values() for path in unit.stand_ins.values())
 
 
 def _not_checked(unit: str, command: str) -> dict:
@@ -49,52 +43,62 @@ def _not_checked(unit: str, command: str) -> dict:
     return {"version": 1, "status": "error", "max_score": 0, "tests": [test]}
 
 
-def payloads(result: GradeResult, course: Course) -> dict[str, dict]:
-    """Unit name -> the reporter's result object, for each unit of the course (a unit
-    that was not graded gets 0 points and says so)."""
-    out = {name: _not_checked(name, course.brand.command) for name in course.units}
-    for unit in result.units.values():
-        tests = [
-            {
-                "name": test.name,
-                "status": "pass" if test.status == "passed" else "fail",
-                "message": test.output or None,
-                "line_no": 0,
-                "execution_time": "0ms",
-                "score": test.score,
-            }
-            for test in unit.tests
-            if test.status != "skipped"  # worth nothing; the reporter would count it as a failure
-        ]
-        status = "error" if unit.status == "unavailable" else "pass" if all(t["status"] == "pass" for t in tests) else "fail"
-        out[unit.name] = {"version": 1, "status": status, "max_score": unit.max_score, "tests": tests}
-    return out
+class Classroom(Platform):
+    """GitHub Classroom: the workflow of a student repository, and the reporter's payloads."""
 
+    name = "classroom"
 
-def github_output(result: GradeResult, course: Course) -> str:
-    """``name=value`` lines for ``$GITHUB_OUTPUT``: one base64 payload per unit."""
-    return "".join(
-        f"{unit}={base64.b64encode(json.dumps(payload).encode()).decode()}\n"
-        for unit, payload in payloads(result, course).items()
-    )
+    @staticmethod
+    def isolates(course: Course) -> bool:
+        """Whether a Classroom check can grade each unit with the stand-ins in place of
+        its siblings, as ``grade`` does (so its points are Gradescope's
+        visible points): only where the course's stand-in files are present."""
+        return all((course.root / path).is_file() for unit in course.units.values() for path in unit.stand_ins.values())
 
+    def payloads(self, result: GradeResult, course: Course) -> dict[str, dict]:
+        """Unit name -> the reporter's result object, for each unit of the course (a unit
+        that was not graded gets 0 points and says so)."""
+        out = {name: _not_checked(name, course.brand.command) for name in course.units}
+        for unit in result.units.values():
+            tests = [
+                {
+                    "name": test.name,
+                    "status": "pass" if test.status == "passed" else "fail",
+                    "message": test.output or None,
+                    "line_no": 0,
+                    "execution_time": "0ms",
+                    "score": test.score,
+                }
+                for test in unit.tests
+                if test.status != "skipped"  # worth nothing; the reporter would count it as a failure
+            ]
+            status = ("error" if unit.status == "unavailable"
+                      else "pass" if all(t["status"] == "pass" for t in tests) else "fail")
+            out[unit.name] = {"version": 1, "status": status, "max_score": unit.max_score, "tests": tests}
+        return out
 
-def write_workflow(course: Course, repo: Path) -> Path:
-    """Write the workflow into the student repository folder ``repo``; returns its path."""
-    flow = repo / ".github" / "workflows" / "classroom.yml"
-    flow.parent.mkdir(parents=True, exist_ok=True)
-    flow.write_text(workflow(course), encoding="utf-8")
-    return flow
+    def results(self, result: GradeResult, course: Course, *, seconds: float = 0.0) -> str:
+        """``name=value`` lines for ``$GITHUB_OUTPUT``: one base64 payload per unit."""
+        return "".join(
+            f"{unit}={base64.b64encode(json.dumps(payload).encode()).decode()}\n"
+            for unit, payload in self.payloads(result, course).items()
+        )
 
+    def export(self, course: Course, out: Path) -> Path:
+        """Write the workflow into the student repository folder ``out``; returns its path."""
+        flow = out / ".github" / "workflows" / "classroom.yml"
+        flow.parent.mkdir(parents=True, exist_ok=True)
+        flow.write_text(self.workflow(course), encoding="utf-8")
+        return flow
 
-def workflow(course: Course) -> str:
-    """The text of ``.github/workflows/classroom.yml`` for a student repository
-    (torch pinned to this grader's version; the bundle's pyproject pins hypothesis)."""
-    torch_spec = requirement("torch")
-    units = list(course.units)
-    env = "\n".join(f"          {u.upper()}_RESULTS: \"${{{{ steps.{STEP_ID}.outputs.{u} }}}}\"" for u in units)
-    command = course.brand.command
-    return f"""# GitHub Classroom autograding, written by `{command} export classroom`.
+    def workflow(self, course: Course) -> str:
+        """The text of ``.github/workflows/classroom.yml`` for a student repository
+        (torch pinned to this grader's version; the bundle's pyproject pins hypothesis)."""
+        torch_spec = requirement("torch")
+        units = list(course.units)
+        env = "\n".join(f"          {u.upper()}_RESULTS: \"${{{{ steps.{STEP_ID}.outputs.{u} }}}}\"" for u in units)
+        command = course.brand.command
+        return f"""# GitHub Classroom autograding, written by `{command} export classroom`.
 # These points are computed here, in your own repository, by this workflow and the public tests
 # that live in it: whoever can change this repository can change them (this file included). They
 # are feedback on your work, not your grade: the course grades a copy of your submission with

@@ -16,19 +16,15 @@ verdict is then forgeable).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import time
 import uuid
 from pathlib import Path
 
-from autograder.delivery.atomic import atomic_write
-from autograder.delivery.gradescope import grade_upload, grader_files, packages, python_version, sandboxed
-from autograder.core.manifest import Course, load_course
+from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
+from autograder.delivery.platform import HostedPlatform, grader_files, grader_packages, python_version
 
-TIMEOUT = 300  # seconds; PrairieLearn's ceiling is 600
 IMAGE = "{course}/grader"  # the default image name: build it from the exported Dockerfile and push it under this name
 
 ENTRYPOINT = """#!/usr/bin/env bash
@@ -56,89 +52,83 @@ QUESTION_HTML = """<pl-question-panel>
 """
 
 
-def info_json(course: Course, image: str) -> dict:
-    return {
-        # Stable across exports, so re-exporting updates the same question.
-        "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"autograder:{course.name}")),
-        "title": f"{course.name}: all units",
-        "topic": "Autograder",
-        "tags": ["code"],
-        "type": "v3",
-        "singleVariant": True,
-        "gradingMethod": "External",
-        "externalGradingOptions": {
-            "enabled": True,
-            "image": image,
-            "entrypoint": "/grade/tests/run.sh",
-            "timeout": TIMEOUT,
-            "enableNetworking": False,
-        },
-    }
+class PrairieLearn(HostedPlatform):
+    """PrairieLearn: a question folder for its external grader, and its results.json."""
 
+    name = "prairielearn"
+    root_variable, default_root = "AUTOGRADER_PRAIRIELEARN_ROOT", "/grade"
+    upload, source = "student", "tests"
 
-def to_prairielearn(result: GradeResult) -> dict:
-    """results.json for a graded submission: every property is one test, the score a fraction."""
-    tests = [
-        {
-            "name": f"{unit.title}: {test.name}",
-            "points": test.score,
-            "max_points": test.max_score,
-            "message": test.output if test.status != "passed" else "",
-            "output": "" if test.status == "passed" else f"{test.status}: {test.output}",
+    def info_json(self, course: Course, image: str) -> dict:
+        return {
+            # Stable across exports, so re-exporting updates the same question.
+            "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"autograder:{course.name}")),
+            "title": f"{course.name}: all units",
+            "topic": "Autograder",
+            "tags": ["code"],
+            "type": "v3",
+            "singleVariant": True,
+            "gradingMethod": "External",
+            "externalGradingOptions": {
+                "enabled": True,
+                "image": image,
+                "entrypoint": "/grade/tests/run.sh",
+                "timeout": course.limits.prairielearn_timeout,  # seconds; PrairieLearn's ceiling is 600
+                "enableNetworking": False,
+            },
         }
-        for unit in result.units.values() for test in unit.tests if test.status != "skipped"
-    ]
-    notes = [f"{u.name}: {u.score:g}/{u.max_score:g}" + (f" ({u.message})" if u.message else "")
-             for u in result.units.values()]
-    return {
-        "gradable": True,
-        "score": round(result.score / result.max_score, 6) if result.max_score else 0.0,
-        "message": f"{result.score:g}/{result.max_score:g} points",
-        "output": "\n".join(notes),
-        "tests": tests,
-    }
 
+    def export(self, course: Course, out: Path, image: str | None = None) -> Path:
+        """Write the question folder ``out``: info.json, question.html, the image's
+        Dockerfile, and tests/ (the entrypoint and the grader's files)."""
+        tests = out / "tests"
+        tests.mkdir(parents=True, exist_ok=True)
+        for rel, path in grader_files(course).items():
+            (tests / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, tests / rel)
+        entry = tests / "run.sh"
+        entry.write_text(ENTRYPOINT, encoding="utf-8")
+        entry.chmod(0o755)
+        image = image or IMAGE.format(course=course.name)
+        (out / "info.json").write_text(json.dumps(self.info_json(course, image), indent=2) + "\n", encoding="utf-8")
+        files = ", ".join(u.file for u in course.units.values())
+        (out / "question.html").write_text(QUESTION_HTML.format(files=files), encoding="utf-8")
+        (out / "Dockerfile").write_text(DOCKERFILE.format(python=python_version(), torch=requirement("torch"),
+                                                          packages=grader_packages()), encoding="utf-8")
+        return out
 
-def run(root: Path, course: Course, *, sandbox: bool = True) -> dict:
-    """Grade ``root/student`` and write ``root/results/results.json``."""
-    start = time.monotonic()
-    result, notice = grade_upload(root / "student", course, sandbox=sandbox)
-    if isinstance(result, str):
-        data = {"gradable": False, "format_errors": [result], "message": result, "output": "", "tests": []}
-    else:
-        data = to_prairielearn(result)
-    data["output"] = "\n".join(filter(None, [notice, data["output"], f"graded in {time.monotonic() - start:.1f} s"]))
-    atomic_write(root / "results" / "results.json", json.dumps(data, indent=2, ensure_ascii=False))
-    return data
+    def results(self, result: GradeResult, course: Course, *, seconds: float = 0.0) -> dict:
+        """results.json for a graded submission: every property is one test, the score a fraction."""
+        tests = [
+            {
+                "name": f"{unit.title}: {test.name}",
+                "points": test.score,
+                "max_points": test.max_score,
+                "message": test.output if test.status != "passed" else "",
+                "output": "" if test.status == "passed" else f"{test.status}: {test.output}",
+            }
+            for unit in result.units.values() for test in unit.tests if test.status != "skipped"
+        ]
+        notes = [f"{u.name}: {u.score:g}/{u.max_score:g}" + (f" ({u.message})" if u.message else "")
+                 for u in result.units.values()]
+        return {
+            "gradable": True,
+            "score": round(result.score / result.max_score, 6) if result.max_score else 0.0,
+            "message": f"{result.score:g}/{result.max_score:g} points",
+            "output": "\n".join(notes),
+            "tests": tests,
+        }
 
-
-def export(course: Course, out: Path, image: str | None = None) -> Path:
-    """Write the question folder ``out``: info.json, question.html, the image's
-    Dockerfile, and tests/ (the entrypoint and the grader's files)."""
-    tests = out / "tests"
-    tests.mkdir(parents=True, exist_ok=True)
-    for rel, path in grader_files(course).items():
-        (tests / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, tests / rel)
-    entry = tests / "run.sh"
-    entry.write_text(ENTRYPOINT, encoding="utf-8")
-    entry.chmod(0o755)
-    image = image or IMAGE.format(course=course.name)
-    (out / "info.json").write_text(json.dumps(info_json(course, image), indent=2) + "\n", encoding="utf-8")
-    files = ", ".join(u.file for u in course.units.values())
-    (out / "question.html").write_text(QUESTION_HTML.format(files=files), encoding="utf-8")
-    (out / "Dockerfile").write_text(DOCKERFILE.format(python=python_version(), torch=requirement("torch"),
-                                                      packages=packages()), encoding="utf-8")
-    return out
-
-
-def main() -> int:
-    root = Path(os.environ.get("AUTOGRADER_PRAIRIELEARN_ROOT", "/grade"))
-    run(root, load_course(root / "tests"), sandbox=sandboxed())
-    return 0
+    def results_file(self, graded: GradeResult | str, notice: str | None, course: Course, seconds: float) -> dict:
+        if isinstance(graded, str):  # not gradable: costs the student no attempt
+            data = {"gradable": False, "format_errors": [graded], "message": graded, "output": "", "tests": []}
+        else:
+            data = self.results(graded, course, seconds=seconds)
+        data["output"] = "\n".join(filter(None, [notice, data["output"], f"graded in {seconds:.1f} s"]))
+        return data
 
 
 if __name__ == "__main__":
     from autograder.core.shutdown import exit_code
 
-    raise SystemExit(exit_code(main()))
+    raise SystemExit(exit_code(PrairieLearn().main()))

@@ -8,6 +8,10 @@ never holds solutions/, tests/hidden/, the mutants, or the stand-ins (correct
 code for units 2 and 3, written over torch: shipping them would hand out
 answers; the lessons and demos then run on the student's own units).
 
+The course's message catalogues (course.toml ``[paths] locale``) ship as far as a shipped file writes
+their messages (:func:`~autograder.authoring.catalogue.for_students`): the advice only the hidden
+suites give stays with them; the engine's ship inside ``autograder/``.
+
 Its notebooks are in the languages asked for (the lesson folders of the others are left out),
 and its manifest's ``language`` is one of them, so the bundle's commands default to a language
 it holds. ``tests/project/test_bundle.py`` installs it as its README says into a venv that sees
@@ -33,12 +37,13 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.authoring.catalogue import for_students
 from autograder.authoring.contract import translation
 from autograder.authoring.lesson import languages, lesson_source
 from autograder.authoring.notebook import build_notebook
-from autograder.delivery.classroom import workflow
+from autograder.delivery.classroom import Classroom
 from autograder.core.manifest import MANIFEST, Course, load_course
-from autograder.core.versions import requirement
+from autograder.core.versions import project_requirements
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=69"]
@@ -51,8 +56,8 @@ description = "Your work for {course}: fill in assignments/, check it with `{com
 requires-python = ">=3.11"
 # Install torch first (the CPU wheel: pip install torch --index-url https://download.pytorch.org/whl/cpu).
 # hypothesis is the grader's own version: the public tests then see the grader's examples.
-# The engine's needs: check and repro (torch, numpy, pytest, rich, jsonschema, hypothesis) and a
-# Jupyter kernel for the notebooks (ipykernel). The course's own (course.toml's student_requires:
+# The engine's needs come first (check, repro, and a Jupyter kernel for the notebooks: the
+# grader's pyproject.toml, extra "student"); the course's own (course.toml's student_requires:
 # what its lessons, demos and viewer import) follow.
 dependencies = [{requires}]
 
@@ -65,17 +70,16 @@ dependencies = [{requires}]
 include = ["autograder*", "assignments*", "course*"]
 """
 
-# What the bundle's engine imports: check and repro, and the kernel its notebooks run in
-# (tests/project/test_bundle.py imports every module of the bundle in a venv holding only these
-# and the course's student_requires).
-ENGINE_REQUIRES = ("torch>=2.4", "numpy>=1.26", "pytest>=8", "rich>=13", "jsonschema>=4", "ipykernel>=6")
-# Pinned to the grader's own version: hypothesis's examples are a function of it.
+# Pinned to the grader's own version: hypothesis's examples are a function of it (torch is the
+# student's own build, CUDA or not).
 PINNED = ("hypothesis",)
 
 
 def requires(course: Course) -> list[str]:
-    """The bundle's dependencies: the engine's, then the course's own."""
-    engine = [*ENGINE_REQUIRES, *(requirement(name) for name in PINNED)]
+    """The bundle's dependencies: the engine's (pyproject.toml's ``student`` extra: what check and
+    repro import, and the kernel the notebooks run in; tests/project/test_bundle.py imports every
+    module of the bundle in a venv holding only these), then the course's own."""
+    engine = project_requirements("student", pinned=PINNED)
     return engine + [r for r in course.student_requires if r not in engine]
 
 
@@ -114,8 +118,10 @@ def release(course: Course, out: Path, langs: list[str] | None = None) -> Path:
         course=course.name, command=brand.command,
         api=translation(course.api, language).relative_to(course.root).as_posix()), encoding="utf-8")
     _student_notebooks(course, lessons, langs)
+    if course.locale is not None:  # the course's messages, as far as a shipped file writes them
+        for_students(course, out / course.locale.relative_to(course.root), course.hidden_tests)
     (out / ".github" / "workflows").mkdir(parents=True)
-    (out / ".github" / "workflows" / "classroom.yml").write_text(workflow(course), encoding="utf-8")
+    (out / ".github" / "workflows" / "classroom.yml").write_text(Classroom().workflow(course), encoding="utf-8")
     return out
 
 

@@ -15,7 +15,8 @@ same upload gets the same status text on every path. Nothing in the upload is tr
   so it is left alone: an upload of a whole repository keeps working.
 * **Bounds.** At most 32 folders deep and 10,000 files and folders (a zip: members), at most
   2 MiB a unit file (16 MiB a notebook, whose outputs hold plots) and 20 MiB for a zip's members
-  together; walking and unpacking are iterative, and only the wanted files are read (a 20 GiB
+  together (the defaults of the course's ``[limits]``, :mod:`autograder.core.settings`); walking and
+  unpacking are iterative, and only the wanted files are read (a 20 GiB
   sparse file beside them costs nothing). A zip member may not leave the upload (``/`` or ``..``).
 * **One copy of each file.** A wanted file may sit in a sub-folder (zips often add one). Two
   copies of one name (``backup/attention.py`` and ``final/attention.py``, at any depths) are
@@ -40,13 +41,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.core.manifest import Course
-from autograder.core.uploads import MAX_ZIP_BYTES, NothingFound, SubmissionError, intake
+from autograder.core.uploads import NothingFound, SubmissionError, intake
 
-__all__ = ["MAX_ZIP_BYTES", "NothingFound", "SubmissionError", "collect"]
+__all__ = ["NothingFound", "SubmissionError", "collect"]
 
 
 def collect(source: Path, dest: Path, course: Course) -> Path:
     """Copy the course's unit files found in ``source`` (a folder or a zip) into ``dest``, by the
     rules above; raises SubmissionError (NothingFound when none is there) with the upload's status."""
-    intake(source, dest, {u.file for u in course.units.values()})
+    intake(source, dest, {u.file for u in course.units.values()}, limits=course.limits)
     return dest

@@ -37,7 +37,7 @@ def fork(run: Callable[[], int], streams: tuple[int, int, int], *, pool=None, cl
     traceback on its stderr, when it raises); return its pid.
 
     ``streams``: the descriptors it takes as its stdin, stdout and stderr (closed here, forked
-    or not). ``pool``: a sandbox :class:`~autograder.sandbox.zygote.Pool` whose zygote it
+    or not). ``pool``: a sandbox :class:`~autograder.sandbox.pool.Pool` whose zygote it
     spawns its workers from, through a connection of its own. ``close``: files of this
     process that it must not hold (another process's pipe ends: its end of input would never
     come). ``session``: a session of its own, so a Ctrl-C meant for this process skips it.

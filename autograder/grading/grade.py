@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder.core.i18n import _
 from autograder.core.manifest import Course
 from autograder.grading.errors import GraderError
-from autograder.core.plugin import GradingPlugin
+from autograder.core.plugin import GradingPlugin, Rubric
 from autograder.core.results import GradeResult
 from autograder.core.protocol import Subject
 from autograder.core.subject import InProcessSubject
@@ -26,7 +27,7 @@ def grade(
     units: list[str] | None = None,
     suites: tuple[str, ...] = SUITES,
     isolate: bool = True,
-    timeout: float = 10.0,
+    timeout: float | None = None,
     seed: int | None = None,
     sandbox: bool = True,
 ) -> list[GradeResult]:
@@ -36,6 +37,8 @@ def grade(
     hypothesis's derandomization, so grades then depend on it. With
     ``sandbox`` (the default) student code runs in sandboxed worker
     processes (:mod:`autograder.sandbox.host`); without it, in this process.
+    Every limit is the course's (``course.limits``: course.toml ``[limits]``,
+    :mod:`autograder.core.settings`); ``timeout``, one call's, overrides its ``call_timeout``.
     """
     selected = [u.name for u in course.select(units)]
     torch.set_num_threads(1)  # the trusted side's oracles too: one reduction order on every machine
@@ -49,7 +52,7 @@ def grade(
             subject.close()
 
 
-def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, timeout: float) -> Subject:
+def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, timeout: float | None) -> Subject:
     if not sandbox:
         return InProcessSubject(course, folder, isolate=isolate, timeout=timeout)
     from autograder.sandbox.host import SandboxError, SandboxSubject
@@ -57,7 +60,7 @@ def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, time
     try:
         return SandboxSubject(course, folder, isolate=isolate, timeout=timeout)
     except (SandboxError, OSError) as error:
-        raise GraderError(f"the sandbox could not be set up: {error}") from None
+        raise GraderError(_("the sandbox could not be set up: {problem}").format(problem=error)) from None
 
 
 def collect_suites(course: Course, units: list[str] | None = None) -> None:
@@ -67,9 +70,25 @@ def collect_suites(course: Course, units: list[str] | None = None) -> None:
     _run(course, {}, [u.name for u in course.select(units)], SUITES, None, collect_only=True)
 
 
+def collect_rubric(course: Course) -> dict[str, list[Rubric]]:
+    """Every unit's rubric (public tests first, then hidden), as the grading plugin records it at
+    a grade's collection: a collection without submissions, running nothing. A suite folder that
+    is not there has no tests. It imports the suites in this process (torch, hypothesis): call it
+    where that is wanted (:func:`autograder.authoring.rubric.rubric` runs it in a process of its own)."""
+    suites = tuple(s for s in SUITES if (course.public_tests if s == "public" else course.hidden_tests).is_dir())
+    found: dict[str, list[Rubric]] = {unit: [] for unit in course.units}
+    if suites:
+        plugin = GradingPlugin(course, {}, list(course.units))
+        _run(course, {}, list(course.units), suites, None, collect_only=True, plugin=plugin)
+        for unit, tests in plugin.rubric.items():
+            found[unit] = list(tests.values())
+    return found
+
+
 def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str, ...], seed: int | None,
-         *, collect_only: bool = False) -> list[GradeResult]:
-    plugin = GradingPlugin(course, subjects, selected, explore=seed is not None)
+         *, collect_only: bool = False, plugin: GradingPlugin | None = None) -> list[GradeResult]:
+    if plugin is None:
+        plugin = GradingPlugin(course, subjects, selected, explore=seed is not None)
     paths = [str(course.public_tests if suite == "public" else course.hidden_tests) for suite in suites]
     args = [
         *paths,
@@ -91,11 +110,13 @@ def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str,
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
         code = pytest.main(args, plugins=[plugin])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise GraderError(f"the test suite could not run (pytest exit code {int(code)}):\n{log.getvalue()[-3000:]}")
+    ran = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, *([pytest.ExitCode.NO_TESTS_COLLECTED] if collect_only else []))
+    if code not in ran:
+        raise GraderError(_("the test suite could not run (pytest exit code {code}):").format(code=int(code))
+                          + f"\n{log.getvalue()[-3000:]}")
     broken = [s.failure for s in subjects.values() if s.failure]
     if broken:
         # The sandbox failed, not the submission: no grade rather than a wrong one.
-        raise GraderError(f"the sandbox failed: {broken[0]}")
+        raise GraderError(_("the sandbox failed: {problem}").format(problem=broken[0]))
     by_id = plugin.results()
     return [by_id[sid] for sid in subjects]

@@ -48,7 +48,7 @@ def grade_in_groups(course: Course, folders: list[Path], units: list[str], jobs:
     """One result per folder, each of ``units`` (in course order) graded by its group's process.
 
     ``options`` are :func:`~autograder.grading.grade.grade`'s keyword arguments. With ``pool``
-    (a sandbox's :class:`~autograder.sandbox.zygote.Pool`), every process spawns its workers
+    (a sandbox's :class:`~autograder.sandbox.pool.Pool`), every process spawns its workers
     from that one zygote. A process that fails fails the grade, with its own message.
     """
     grade = forking.import_grader()  # once, before the forks: they inherit it

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autograder.core.i18n import N_, _
 from autograder.core.messages import split_reproduce
 from autograder.core.results import NOT_IMPLEMENTED, GradeResult, UnitResult
 
@@ -23,8 +24,9 @@ def _summary(unit: UnitResult) -> str | None:
     outputs = {t.output for t in counted}
     if len(outputs) == 1:
         return outputs.pop()
-    if all(NOT_IMPLEMENTED in o for o in outputs):
-        return NOT_IMPLEMENTED
+    for stub in dict.fromkeys((_(NOT_IMPLEMENTED), NOT_IMPLEMENTED)):
+        if all(stub in o for o in outputs):
+            return stub
     return None
 
 
@@ -42,32 +44,39 @@ def reproduce_commands(result: GradeResult, *, verbose: bool = False) -> list[tu
     return found
 
 
+# A unit's status as the table shows it (the result keeps the English word, which formats read).
+STATUSES = {"unavailable": N_("unavailable"), "forbidden": N_("forbidden")}
+
+
 def grade_table(result: GradeResult, *, verbose: bool = False) -> Table:
     table = Table(title=f"{result.submission}: {_points(result.score, result.max_score)}", title_justify="left")
-    table.add_column("Unit", style="bold")
-    table.add_column("Property")
-    table.add_column("Points", justify="right")
-    table.add_column("Reason", overflow="fold")
+    table.add_column(_("Unit"), style="bold")
+    table.add_column(_("Property"))
+    table.add_column(_("Points"), justify="right")
+    table.add_column(_("Reason"), overflow="fold")
     for unit in result.units.values():
         # Student code controls the messages: escape them, never render them as markup.
         if unit.status != "graded":
-            table.add_row(unit.name, f"[red]{unit.status}[/red]", "", escape(unit.message))
+            table.add_row(unit.name, f"[red]{escape(_(STATUSES.get(unit.status, unit.status)))}[/red]", "",
+                          escape(unit.message))
         summary = _summary(unit)
         if not unit.tests:
-            table.add_row(unit.name, "no properties selected", _points(0, 0), "")
+            table.add_row(unit.name, _("no properties selected"), _points(0, 0), "")
         elif summary is not None and not verbose:
             counted = [t for t in unit.tests if t.status != "skipped"]
-            what = "hold" if counted[0].status == "passed" else "fail"
             skipped = len(unit.tests) - len(counted)
-            note = f" ({skipped} skipped)" if skipped else ""
-            table.add_row(unit.name, f"all {len(counted)} properties {what}{note}", _points(unit.score, unit.max_score), escape(summary))
+            note = _(" ({count} skipped)").format(count=skipped) if skipped else ""
+            row = (_("all {count} properties hold{note}") if counted[0].status == "passed"
+                   else _("all {count} properties fail{note}")).format(count=len(counted), note=note)
+            table.add_row(unit.name, row, _points(unit.score, unit.max_score), escape(summary))
         else:
             for test in unit.tests:
                 colour = {"passed": "green", "failed": "red", "skipped": "yellow"}[test.status]
                 # The reproduce command is printed under the table, on a line of its own to copy.
                 reason = escape(split_reproduce(test.output)[0]) if test.status != "passed" else ""
                 table.add_row(unit.name, escape(test.name), f"[{colour}]{_points(test.score, test.max_score)}[/{colour}]", reason)
-            table.add_row(unit.name, "[bold]unit total[/bold]", f"[bold]{_points(unit.score, unit.max_score)}[/bold]", "", end_section=True)
+            total = escape(_("unit total"))
+            table.add_row(unit.name, f"[bold]{total}[/bold]", f"[bold]{_points(unit.score, unit.max_score)}[/bold]", "", end_section=True)
     return table
 
 
@@ -78,7 +87,7 @@ def print_results(results: list[GradeResult], *, verbose: bool = False, console:
         console.print(grade_table(result, verbose=verbose))
         commands = reproduce_commands(result, verbose=verbose)
         if commands:
-            console.print("To see your answer beside the expected one, run (each command is one line):", highlight=False)
+            console.print(_("To see your answer beside the expected one, run (each command is one line):"), highlight=False)
         for where, command in commands:  # never wrapped, never read as markup: copied as printed
             console.print(f"  {where}:", markup=False, highlight=False, soft_wrap=True)
             console.print(f"    {command}", markup=False, highlight=False, soft_wrap=True)

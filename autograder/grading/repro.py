@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from autograder.core import cases
+from autograder.core.i18n import _, translate_text
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, New, StudentError, leaves_of, map_nested
 from autograder.core.subject import InProcessSubject
@@ -105,29 +106,33 @@ def rerun(course: Course, folder: Path, case: dict, api: Api) -> tuple[str, bool
     call: Call = case["call"]
     api.admit(call)
     subject = InProcessSubject(course, folder, isolate=False)
-    lines = [f"the call: {cases.describe(call)}", *(f"  {name} =\n{_show(value)}" for name, value in _inputs(call))]
+    lines = [_("the call: {call}").format(call=cases.describe(call)),
+             *(f"  {name} =\n{_show(value)}" for name, value in _inputs(call))]
     problem = subject.status(call.unit)
     if problem:
-        return "\n".join(lines + [f"{call.unit} does not load: {problem}"]), False
+        return "\n".join(lines + [_("{unit} does not load: {problem}").format(unit=call.unit,
+                                                                              problem=translate_text(problem))]), False
     try:
         result = subject.run(call)
     except StudentError as error:
         lines.append(error.describe())
         if case["expected"] is not None:
-            lines.append(f"expected {case['what']}:\n{_show(case['expected'])}")
+            lines.append(_("expected {what}:").format(what=case["what"]) + f"\n{_show(case['expected'])}")
         return "\n".join(lines), False
     got = dict(cases.parts(result)).get(case["part"]) if case["part"] else None
     if case["expected"] is None:
         shown = [f"{path} = {_show(t)}" for path, t in cases.parts(result)] or [f"output = {result.output!r}"]
-        return "\n".join(lines + ["what your code returns (the property's verdict needs the hidden test):", *shown]), True
+        return "\n".join(lines + [_("what your code returns (the property's verdict needs the hidden test):"),
+                                  *shown]), True
     expected = case["expected"]
     got = got if got is not None else _same_shape(result, expected)
-    lines += [f"{case['what']}, yours:", _show(got), "expected:", _show(expected)]
+    lines += [_("{what}, yours:").format(what=case["what"]), _show(got), _("expected:"), _show(expected)]
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
         found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        return "\n".join(lines + [f"expected shape {tuple(expected.shape)}, got {found}"]), False
+        return "\n".join(lines + [_("expected shape {expected}, got {got}").format(expected=tuple(expected.shape),
+                                                                                     got=found)]), False
     problem = mismatch(got, expected, atol=case["atol"], rtol=case["rtol"])
-    verdict = problem or f"equal within atol={case['atol']:g}, rtol={case['rtol']:g}"
+    verdict = problem or _("equal within atol={atol:g}, rtol={rtol:g}").format(atol=case["atol"], rtol=case["rtol"])
     return "\n".join(lines + [verdict]), problem is None
 
 
@@ -225,7 +230,7 @@ def _constructor(recipe: New) -> str:
 def _part_expression(part: str | None) -> str:
     if not part or part == "output":
         return "out"
-    head, _, rest = part.partition("[")
+    head, _sep, rest = part.partition("[")
     keys = [k for k in rest.rstrip("]").split("][")] if rest else []
     if head == "output":
         return "out" + "".join(f"[{int(k)!r}]" if k.isdigit() else f"[{k!r}]" for k in keys)

@@ -15,7 +15,7 @@ Each line on stdin is a request, ``{"folders": [...], "report": PATH}``: the
 folders are graded together, exactly as ``grade --jobs 1 --format json`` grades
 them (same function, same defaults), the results are written to ``report`` as a
 JSON list, and one line answers on stdout: ``{"ok": true}``, or ``{"error": MESSAGE}``
-when the grader failed. A failure ends the process, so nothing of a failed
+when the grader failed (:mod:`.serve_channel`, the batch's codec too). A failure ends the process, so nothing of a failed
 grade reaches the next chunk: the batch starts a fresh one (and a fresh zygote
 if its own ended). End of input ends it cleanly (its workers stopped; started
 alone, its zygote too and its folders removed).
@@ -31,9 +31,9 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 
 from autograder.core.manifest import Course, load_course
+from autograder.grading import serve_channel as channel
 from autograder.grading.errors import GraderError
 from autograder.grading.session import GradingSession
 
@@ -52,23 +52,23 @@ def main(units: list[str], course: Course | None = None, parent: int = 0) -> int
         with GradingSession(course, announce=False) as session:
             session.load_grader()  # while no request waits
             for line in sys.stdin:
-                request = json.loads(line)
+                request = channel.decode_request(line)  # a malformed line ends the process, saying why
                 try:
-                    results = session.grade([Path(f) for f in request["folders"]], units or None)
+                    results = session.grade(list(request.folders), units or None)
                 except GraderError as error:
-                    return _reply(replies, {"error": str(error)})
-                Path(request["report"]).write_text(json.dumps([r.to_dict() for r in results], ensure_ascii=False),
-                                                   encoding="utf-8")
-                _reply(replies, {"ok": True})
+                    return _reply(replies, channel.Failed(str(error)))
+                request.report.write_text(json.dumps([r.to_dict() for r in results], ensure_ascii=False),
+                                          encoding="utf-8")
+                _reply(replies, channel.Graded())
             return 0
     except GraderError as error:  # the sandbox could not start
-        return _reply(replies, {"error": str(error)})
+        return _reply(replies, channel.Failed(str(error)))
 
 
-def _reply(replies, message: dict) -> int:
-    replies.write(json.dumps(message) + "\n")
+def _reply(replies, message: channel.Graded | channel.Failed) -> int:
+    replies.write(channel.encode(message).decode())
     replies.flush()
-    return 0 if message.get("ok") else 3
+    return 0 if isinstance(message, channel.Graded) else 3
 
 
 def _die_with(parent: int) -> None:

@@ -1,7 +1,7 @@
 """One grading session: how every entry point starts grading, so the start-up rules hold once.
 
 The rules (each measured or learned the hard way, see :mod:`.forking` and
-:mod:`autograder.sandbox.zygote`):
+:mod:`autograder.sandbox.pool`):
 
 - the sandbox's zygote starts before this process imports torch, pytest and hypothesis (its own
   torch import overlaps ours: :meth:`GradingSession.grade` imports them after);
@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from autograder.core.i18n import _
 from autograder.core.manifest import Course
 from autograder.grading.errors import GraderError
 from autograder.grading.forking import import_grader
@@ -49,13 +50,13 @@ class GradingSession:
             try:
                 self.alive()
             except OSError as error:
-                raise GraderError(f"the sandbox could not start: {error}") from None
+                raise GraderError(_("the sandbox could not start: {problem}").format(problem=error)) from None
         return self
 
     def alive(self):
         """The session's zygote, started (or, for ``own``, replaced) if it is not running.
         Raises OSError (or the sandbox's error) when it cannot start."""
-        from autograder.sandbox.zygote import Pool, prestart
+        from autograder.sandbox.pool import Pool, prestart
 
         if self.own and self.pool is not None and self.pool.proc.poll() is not None:
             self.pool.close()
@@ -105,7 +106,7 @@ def isolation_notice() -> str | None:
     """The notice a sandboxed session records here (the mode probed once per process, as the
     session's zygote does; nothing is started): also for a results file written when this run
     started no zygote (a batch resumed after its last student)."""
-    from autograder.sandbox.zygote import isolation_mode, mode_warning
+    from autograder.sandbox.isolation import isolation_mode, mode_warning
 
     warning = mode_warning(isolation_mode())
     return f"WARNING: {warning}" if warning else None

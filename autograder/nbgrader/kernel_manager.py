@@ -40,11 +40,19 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import default
 
 from autograder.core.manifest import MANIFEST, load_course
-from autograder.sandbox.zygote import bwrap, isolation_mode, system_binds
+from autograder.core.settings import Limits
+from autograder.sandbox.isolation import bwrap, isolation_mode, system_binds
 
 KERNEL_UID = 3_300_000  # + pid % 100_000: a uid no account has, distinct from the grader's workers
-LIMITS = ("--as=6442450944", "--nproc=512", "--nofile=1024", "--fsize=67108864", "--cpu=1800", "--core=0")
 SMALL_TMPFS = str(64 << 20)
+
+
+def prlimit(limits: Limits) -> list[str]:
+    """The kernel's resource limits, as a ``prlimit`` prefix: the course's ``kernel_*`` limits
+    (course.toml ``[limits]``, :mod:`autograder.core.settings`), and no core dumps."""
+    return ["prlimit", f"--as={limits.kernel_address_space}", f"--nproc={limits.kernel_processes}",
+            f"--nofile={limits.kernel_open_files}", f"--fsize={limits.kernel_file_size}", f"--cpu={limits.kernel_cpu}",
+            "--core=0", "--"]
 
 
 def _above(paths) -> list[str]:
@@ -87,7 +95,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         kernel = super().format_kernel_cmd(extra_arguments)
-        limits = ["prlimit", *LIMITS, "--"]
+        limits = prlimit(load_course().limits)
         path = bwrap() if isolation_mode() == "full" else None  # the grader's own probe of what bwrap can do here
         if path is None:
             print("WARNING: bubblewrap cannot start here; the notebook kernel runs without a "

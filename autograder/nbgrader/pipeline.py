@@ -88,7 +88,6 @@ from autograder.grading.session import isolation_notice
 
 CONFIG = "nbgrader_config.py"
 REPORT = "class_report"  # the class report's folder, in the course folder
-NOTEBOOK_BYTES = 16 * 1024 * 1024  # one handed-in notebook: its outputs (plots) make it far larger than a unit file
 
 
 class PipelineError(Exception):
@@ -246,7 +245,9 @@ def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path
         for i, student_dir in enumerate(students):
             student, taken_to = student_dir.name, Path(tmp) / f"{i:05d}"
             try:
-                taken = intake(student_dir, taken_to, wanted, max_bytes=NOTEBOOK_BYTES)
+                # One notebook's limit: its outputs (plots) make it far larger than a unit file.
+                taken = intake(student_dir, taken_to, wanted, max_bytes=course.limits.notebook_bytes,
+                               limits=course.limits)
             except SubmissionError as error:
                 refused[student] = str(error)
                 print(f"not collected: {safe_name(student)}: {error}")

@@ -14,11 +14,11 @@ import re
 import sys
 from pathlib import Path
 
+
 # What a worker imports, copied whole into the box: nothing else of the engine (no grading,
 # no delivery, no course data) is there. tests/project/test_layers.py checks the worker needs no more.
 BOXED = ("core", "sandbox/inside")
 SYSTEM_DIRS = ("usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc")
-TMP_BYTES = 64 << 20  # the zygote's /tmp (each worker gets its own, as big)
 
 
 def engine_files(engine: Path) -> list[Path]:

@@ -12,13 +12,14 @@ garbage) becomes a :class:`~autograder.core.subject.StudentError` for that call,
 after which a fresh worker serves the next one.
 
 Time is bounded per call (``timeout``, 10 s by default), per test
-(:data:`TEST_BUDGET`), per unit of a submission (:data:`UNIT_BUDGET`) and by
+(``test_budget``), per unit of a submission (``unit_budget``) and by
 a unit's calls that hit the call limit: past a budget, or after
-:data:`~autograder.core.subject.TIMEOUTS_PER_UNIT` (two) such calls in one unit,
+``timeouts_per_unit`` (two) such calls in one unit,
 that test's or unit's remaining calls fail at once with "time budget
 exhausted" ("... an endless loop?", naming the first call that timed out, in
-the second case). Requests reach a worker within :data:`WRITE_LIMIT` seconds
-or it is stopped.
+the second case). Requests reach a worker within ``write_limit`` seconds
+or it is stopped. Every limit here is the course's (``course.limits``,
+:mod:`autograder.core.settings`: course.toml ``[limits]`` over the defaults).
 
 The two-time-outs rule is what makes an endless loop, the commonest student
 bug, cheap: it costs a unit two call limits, each with the kill grace when the
@@ -58,8 +59,10 @@ from pathlib import Path
 
 from autograder.core import redact
 from autograder.core.forbidden import STAND_INS
+from autograder.core.i18n import N_
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
+from autograder.core.settings import DEFAULTS, Limits
 from autograder.core.subject import Timeouts
 from autograder.core.uploads import SubmissionError, walk
 from autograder.sandbox import ipc
@@ -70,30 +73,23 @@ from autograder.sandbox.inside import worker_channel as channel
 from autograder.sandbox.resources import (
     USED_FOLDERS, USED_UIDS, Cgroups, CpuLease, SandboxError, UidLease, cgroup_name, kill_uid,
 )
-from autograder.sandbox.zygote import STARTUP, Pool, wait_readable
+from autograder.sandbox.pool import Pool, wait_readable
 
-CRASHES_PER_TEST = 2  # worker losses in one test before its further calls fail at once
-KEEP_OUTPUT = 64 << 10  # bytes of a test's stdout/stderr kept
-FLOOD = 4 << 20  # bytes a test may print before its worker is stopped
-MAX_FILE, MAX_COPY = 16 << 20, 48 << 20  # what is copied from a submission (the box holds 64 MiB)
 SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
-# Time budgets, beyond the per-call timeout: what one test, and one unit of one submission, may take
-# (its calls and its import; an honest unit takes at most 2.7 s of the 60).
-TEST_BUDGET, UNIT_BUDGET = 30.0, 60.0
-WORKER_MEMORY = 2 << 30  # a worker's memory cgroup (memfds and tmpfs files count too)
-WRITE_LIMIT = 10.0  # seconds a request may take to reach a worker
 
 
 # -- copying a submission -----------------------------------------------------------------
 
-def copy_submission(folder: Path, box: Path, uid: int | None) -> tuple[list[str], str | None]:
+def copy_submission(folder: Path, box: Path, uid: int | None,
+                    limits: Limits = DEFAULTS) -> tuple[list[str], str | None]:
     """Copy ``folder``'s files into ``box`` without recursion, within the limits of
-    :func:`autograder.delivery.submissions.walk`; returns the paths refused (links that
-    leave the folder) and why the submission cannot be graded at all (or None)."""
+    :func:`autograder.core.uploads.walk` and ``limits``' copy sizes (the box holds ``box_tmp``);
+    returns the paths refused (links that leave the folder) and why the submission cannot be
+    graded at all (or None)."""
     refused, total = [], 0
     box.mkdir(mode=0o700)
     try:
-        for source, info in walk(folder):
+        for source, info in walk(folder, limits):
             rel = source.relative_to(folder)
             if any(part in SKIPPED for part in rel.parts):
                 continue
@@ -108,33 +104,34 @@ def copy_submission(folder: Path, box: Path, uid: int | None) -> tuple[list[str]
                 source = target
             try:
                 size = source.stat().st_size
-                if not source.is_file() or size > MAX_FILE or total + size > MAX_COPY or not (box / rel).parent.is_dir():
+                if (not source.is_file() or size > limits.copy_file_bytes or total + size > limits.copy_bytes
+                        or not (box / rel).parent.is_dir()):
                     continue
                 total += size
                 shutil.copyfile(source, box / rel)
             except OSError:
                 continue
     except SubmissionError as error:
-        return refused, f"the submission cannot be graded: {error}"
+        return refused, N_("the submission cannot be graded: {problem}").format(problem=error)
     except OSError as error:
-        return refused, f"the submission cannot be read: {error.strerror or error}"
+        return refused, N_("the submission cannot be read: {problem}").format(problem=error.strerror or error)
     if uid is not None:
-        for path, _ in [(box, None), *walk(box)]:
+        for path, _ in [(box, None), *walk(box, limits)]:
             os.lchown(path, uid, uid)
     return refused, None
 
 
 def _describe_exit(status: int, cpu: int) -> str:
     if os.WIFEXITED(status):
-        return f"the worker exited with status {os.WEXITSTATUS(status)}"
+        return N_("the worker exited with status {status}").format(status=os.WEXITSTATUS(status))
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig == signal.SIGKILL:
-            return "the worker was killed (SIGKILL); it may have run out of memory"
+            return N_("the worker was killed (SIGKILL); it may have run out of memory")
         if sig == signal.SIGXCPU:
-            return f"the worker used up its CPU-time limit ({cpu} s)"
-        return f"the worker was killed by {signal.Signals(sig).name}"
-    return f"the worker ended (wait status {status})"
+            return N_("the worker used up its CPU-time limit ({cpu} s)").format(cpu=cpu)
+        return N_("the worker was killed by {signal}").format(signal=signal.Signals(sig).name)
+    return N_("the worker ended (wait status {status})").format(status=status)
 
 
 class _Lost(Exception):
@@ -148,12 +145,14 @@ class _Lost(Exception):
 class SandboxSubject:
     """Serve a submission folder from sandboxed worker processes, one per unit."""
 
-    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float = 10.0,
-                 test_budget: float | None = None, unit_budget: float | None = None, memory: int | None = None):
+    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float | None = None):
+        self.limits = limits = course.limits
+        timeout = limits.call_timeout if timeout is None else timeout
         self.course, self.folder, self.isolate, self.timeout = course, Path(folder).resolve(), isolate, timeout
-        self.test_budget = TEST_BUDGET if test_budget is None else test_budget
-        self.unit_budget = UNIT_BUDGET if unit_budget is None else unit_budget
-        self.memory = WORKER_MEMORY if memory is None else memory
+        # Time budgets, beyond the per-call timeout: what one test, and one unit of one submission, may
+        # take (its calls and its import; an honest unit takes at most 2.7 s of the default 60).
+        self.test_budget, self.unit_budget = limits.test_budget, limits.unit_budget
+        self.memory = limits.worker_memory
         self.cpu_limit = int(max(300, 30 * timeout))
         # The worker interrupts a call itself at ``timeout``; past this grace it is killed.
         self.grace = min(2.0, max(0.5, timeout / 4))
@@ -167,7 +166,7 @@ class SandboxSubject:
         self._crashes = 0
         self._used_test = 0.0
         self._used_unit: dict[str, float] = {name: 0.0 for name in course.units}
-        self._timeouts = Timeouts(timeout)
+        self._timeouts = Timeouts(timeout, limits.timeouts_per_unit)
         self._worker = None  # (id, req_w, rep_r, out_r)
         self._worker_unit: str | None = None
         self._cgroups: Cgroups | None = None
@@ -187,7 +186,7 @@ class SandboxSubject:
             USED_UIDS.append(self.uid)
         # In full mode the worker copies its box into a tmpfs of its own, and chowns that.
         owner = None if self.mode == "full" else self.uid
-        self._refused, self._problem = copy_submission(self.folder, self._box, owner)
+        self._refused, self._problem = copy_submission(self.folder, self._box, owner, limits)
         self.closed = False
 
     # -- the interface ---------------------------------------------------------
@@ -200,7 +199,8 @@ class SandboxSubject:
             if self._problem:
                 self._statuses[unit] = self._problem
             elif spec.file in self._refused:
-                self._statuses[unit] = f"{spec.file} is a symbolic link to a file outside the submission; submit the file itself"
+                self._statuses[unit] = N_("{file} is a symbolic link to a file outside the submission; submit the file "
+                                          "itself").format(file=spec.file)
             else:
                 try:
                     self._statuses[unit] = self._load(unit)
@@ -231,7 +231,7 @@ class SandboxSubject:
             return StudentError(Failure.TIMEOUT, exhausted)
         if self._doomed:
             kind, reason = self._doomed
-            return StudentError(kind, f"{reason} earlier in this test")
+            return StudentError(kind, N_("{problem} earlier in this test").format(problem=reason))
         started = time.monotonic()
         try:
             out = self._exchange(call)
@@ -251,9 +251,9 @@ class SandboxSubject:
         if endless := self._timeouts.exhausted(unit):
             return endless
         if self._used_unit[unit] >= self.unit_budget:
-            return f"time budget exhausted: {self.unit_budget:g} s for this unit"
+            return N_("time budget exhausted: {seconds:g} s for this unit").format(seconds=self.unit_budget)
         if self._used_test >= self.test_budget:
-            return f"time budget exhausted: {self.test_budget:g} s for this test"
+            return N_("time budget exhausted: {seconds:g} s for this test").format(seconds=self.test_budget)
         return None
 
     def _spend(self, unit: str, seconds: float) -> None:
@@ -265,9 +265,10 @@ class SandboxSubject:
         reason to give if the budget, not the call, runs out."""
         per_call, left = self.timeout + self.grace, self._left(unit) - elapsed
         if left < per_call:
-            return max(0.0, left), "time budget exhausted" + (f": {self.unit_budget:g} s for this unit"
-                                                              if self.unit_budget - self._used_unit[unit] - elapsed <= left
-                                                              else f": {self.test_budget:g} s for this test")
+            unit_first = self.unit_budget - self._used_unit[unit] - elapsed <= left
+            return max(0.0, left), (N_("time budget exhausted: {seconds:g} s for this unit").format(seconds=self.unit_budget)
+                                    if unit_first else
+                                    N_("time budget exhausted: {seconds:g} s for this test").format(seconds=self.test_budget))
         return per_call, None
 
     # -- the worker ----------------------------------------------------------------
@@ -292,7 +293,7 @@ class SandboxSubject:
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, folder / rel)
         if self.uid is not None and self.mode != "full":
-            for path, _ in [(folder, None), *walk(folder)]:
+            for path, _ in [(folder, None), *walk(folder, self.limits)]:
                 os.lchown(path, self.uid, self.uid)
         return folder
 
@@ -306,7 +307,7 @@ class SandboxSubject:
             self._cpu = CpuLease()
             cgroup_fds = self._cgroups.join_fds()
             box = pool.inside(self._box)
-            limits = rlimits(self.cpu_limit, self.uid is not None)
+            limits = rlimits(self.cpu_limit, self.uid is not None, self.limits)
             # Without namespaces, what the worker's uid leaves in the host's IPC namespace and /dev/shm is
             # removed once it has ended (sandbox/ipc.py): all of a leased uid's, else only what is new.
             self._ipc = None
@@ -329,7 +330,7 @@ class SandboxSubject:
             self._worker_unit = unit
             self._reader = transport.FrameReader()
             try:
-                header, _ = self._receive(STARTUP)
+                header, _ = self._receive(self.limits.sandbox_startup)
             except _Lost as lost:
                 self.stop_worker()
                 said = self.captured.get(self._test, b"")[-1000:].decode("utf-8", "replace")
@@ -372,10 +373,10 @@ class SandboxSubject:
     _stop = stop_worker
 
     def _send(self, unit: str, op: channel.Op, values: dict | None = None) -> None:
-        """Send a request within :data:`WRITE_LIMIT` s (draining the worker's output meanwhile)."""
+        """Send a request within ``write_limit`` s (draining the worker's output meanwhile)."""
         wid, req_w, rep_r, out_r = self._ensure_worker(unit)
         view = memoryview(transport.pack(channel.Request(op, self._test, unit).header(), values))
-        deadline = time.monotonic() + WRITE_LIMIT
+        deadline = time.monotonic() + self.limits.write_limit
         while view:
             try:
                 view = view[os.write(req_w, view):]
@@ -387,7 +388,8 @@ class SandboxSubject:
                     raise
                 return  # dead already; the read reports how it ended
             if time.monotonic() > deadline:
-                raise _Lost(f"the worker stopped reading its requests (none arrived within {WRITE_LIMIT:g} s)")
+                raise _Lost(N_("the worker stopped reading its requests (none arrived within {seconds:g} s)").format(
+                    seconds=self.limits.write_limit))
             try:
                 writable = select.select([rep_r, out_r], [req_w], [], min(0.25, deadline - time.monotonic()))
             except (InterruptedError, ValueError):
@@ -408,11 +410,12 @@ class SandboxSubject:
             if not data:
                 return
             kept = self.captured.get(self._test, b"")
-            if len(kept) < KEEP_OUTPUT:
-                self.captured[self._test] = kept + data[: KEEP_OUTPUT - len(kept)]
+            if len(kept) < self.limits.kept_output:
+                self.captured[self._test] = kept + data[: self.limits.kept_output - len(kept)]
             self._printed += len(data)
-            if self._printed > FLOOD:
-                raise _Lost(f"the code printed more than {FLOOD >> 20} MiB to stdout/stderr (output is capped)", flood=True)
+            if self._printed > self.limits.flood:
+                raise _Lost(N_("the code printed more than {mib} MiB to stdout/stderr (output is capped)").format(
+                    mib=self.limits.flood >> 20), flood=True)
 
     def _receive(self, limit: float, budget: str | None = None) -> tuple[dict, dict]:
         """The worker's next frame, within ``limit`` seconds (``budget``: the reason when that is a budget's end)."""
@@ -425,19 +428,19 @@ class SandboxSubject:
                 try:
                     return transport.unpack(*frame, devices=True)
                 except transport.ProtocolError as error:
-                    raise _Lost(f"the worker sent a malformed reply ({error})") from None
+                    raise _Lost(N_("the worker sent a malformed reply ({problem})").format(problem=error)) from None
             if wid in self._pool.exits:
                 self._read_available(rep_r)
                 if self._reader.frame_ready():
                     continue
                 if self._cgroups is not None and self._cgroups.out_of_memory():
-                    raise _Lost(f"the worker ran out of memory (its limit is {self.memory / 2**30:g} GiB)")
+                    raise _Lost(N_("the worker ran out of memory (its limit is {gib:g} GiB)").format(gib=self.memory / 2**30))
                 raise _Lost(_describe_exit(self._pool.exits[wid], self.cpu_limit))
             now = time.monotonic()
             if now > deadline:
-                raise _Lost(budget or f"timed out after {self.timeout:g} s", timed_out=True)
+                raise _Lost(budget or N_("timed out after {seconds:g} s").format(seconds=self.timeout), timed_out=True)
             if eof_at is not None and now - eof_at > 3.0:
-                raise _Lost("the worker closed its reply pipe")
+                raise _Lost(N_("the worker closed its reply pipe"))
             ready = wait_readable([rep_r, out_r, self._pool.sock], min(deadline - now, 0.25 if eof_at else deadline - now))
             if out_r in ready:
                 self._drain_output(out_r)
@@ -461,7 +464,7 @@ class SandboxSubject:
             try:
                 self._reader.feed(data)
             except transport.ProtocolError:
-                raise _Lost("the worker sent a malformed reply") from None
+                raise _Lost(N_("the worker sent a malformed reply")) from None
         return True
 
     def _note_seen(self, unit: str, names) -> None:
@@ -480,16 +483,16 @@ class SandboxSubject:
         except _Lost as lost:
             self._stop()
             if lost.timed_out and lost.reason.startswith("time budget"):
-                return f"importing {filename}: {lost.reason}"
+                return N_("importing {file}: {problem}").format(file=filename, problem=lost.reason)
             if lost.timed_out:
-                return f"importing {filename} timed out after {self.timeout:g} s"
-            return f"importing {filename} stopped the worker: {lost.reason}"
+                return N_("importing {file} timed out after {seconds:g} s").format(file=filename, seconds=self.timeout)
+            return N_("importing {file} stopped the worker: {problem}").format(file=filename, problem=lost.reason)
         finally:
             self._spend(unit, time.monotonic() - started)
         status = channel.decode_status(header)
         if status is None:
             self._stop()
-            return f"importing {filename} made the worker send a malformed reply"
+            return N_("importing {file} made the worker send a malformed reply").format(file=filename)
         self._note_seen(unit, status.seen)
         return self._redactor.clean(status.problem, 2000) if status.problem else None
 
@@ -501,25 +504,26 @@ class SandboxSubject:
             header, values = self._receive(*self._wait_limit(unit))
             answer = channel.decode_answer(header)
             if answer is None:
-                raise _Lost("the worker sent a malformed reply")
+                raise _Lost(N_("the worker sent a malformed reply"))
             self._note_seen(unit, answer.seen)
             if answer.ok:
                 return transport.result_from(values)
             return transport.error_from(answer.error, self._redactor)
         except transport.ProtocolError as error:
-            self._lose(_Lost("the worker sent a malformed reply"))
-            return StudentError(Failure.BAD_OUTPUT, f"the worker sent a malformed reply ({error})")
+            self._lose(_Lost(N_("the worker sent a malformed reply")))
+            return StudentError(Failure.BAD_OUTPUT, N_("the worker sent a malformed reply ({problem})").format(problem=error))
         except _Lost as lost:
             self._lose(lost)
             kind = Failure.TIMEOUT if lost.timed_out else Failure.CRASHED
-            return StudentError(kind, lost.reason if lost.timed_out or lost.flood else f"{lost.reason} during the call")
+            return StudentError(kind, lost.reason if lost.timed_out or lost.flood
+                                else N_("{problem} during the call").format(problem=lost.reason))
 
     def _lose(self, lost: "_Lost") -> None:
-        """The worker is gone: past :data:`CRASHES_PER_TEST` losses, or a time-out or a flood,
+        """The worker is gone: past ``crashes_per_test`` losses, or a time-out or a flood,
         every further call of this test fails at once, with the same kind."""
         self._stop()
         self._crashes += 1
-        if lost.timed_out or lost.flood or self._crashes >= CRASHES_PER_TEST:
+        if lost.timed_out or lost.flood or self._crashes >= self.limits.crashes_per_test:
             self._doomed = (Failure.TIMEOUT if lost.timed_out else Failure.CRASHED, lost.reason)
 
     # -- the end ----------------------------------------------------------------------

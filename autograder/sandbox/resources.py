@@ -23,7 +23,7 @@ from autograder.sandbox.inside.procs import live_processes
 UID_MIN, UID_MAX = 3_100_000, 3_200_000  # dedicated worker uids (root only); no passwd entry needed
 UID_LOCKS = Path(tempfile.gettempdir()) / "autograder-sandbox-uids"
 CPU_LOCKS = Path(tempfile.gettempdir()) / "autograder-sandbox-cpus"
-PRIV_PREFIX = "autograder-sandbox-"  # a grader's private folder in /tmp (zygote.Pool), removed when stale
+PRIV_PREFIX = "autograder-sandbox-"  # a grader's private folder in /tmp (pool.Pool), removed when stale
 CGROUP_PREFIX = "attn-"  # a worker's cgroups: CGROUP_PREFIX + the grader's pid + "-" + the rest (cgroup_name)
 
 

@@ -8,19 +8,25 @@ from __future__ import annotations
 import torch
 
 from autograder.core.cases import attach
+from autograder.core.i18n import N_, _, translate_text
 from autograder.core.subject import Result, StudentError
+
+__all__ = ["N_", "assert_close", "assert_raises", "assert_unmodified", "call_summary", "check_tensor", "close_failure",
+           "differ_text", "matching_advice", "mismatch", "proven_advice", "with_hint", "wrong_dtype"]
 
 
 def check_tensor(got, *, shape=None, dtype=None, device_type=None, what="output") -> torch.Tensor:
     problem = None
     if type(got) is not torch.Tensor:
-        problem = f"{what}: expected a torch.Tensor, got {type(got).__name__}"
+        problem = _("{what}: expected a torch.Tensor, got {type}").format(what=what, type=type(got).__name__)
     elif shape is not None and tuple(got.shape) != tuple(shape):
-        problem = f"{what}: expected shape {tuple(shape)}, got {tuple(got.shape)}"
+        problem = _("{what}: expected shape {expected}, got {got}").format(what=what, expected=tuple(shape),
+                                                                           got=tuple(got.shape))
     elif dtype is not None and got.dtype != dtype:
-        problem = f"{what}: expected dtype {dtype}, got {got.dtype}"
+        problem = wrong_dtype(what, dtype, got.dtype)
     elif device_type is not None and got.device.type != device_type:
-        problem = f"{what}: expected a tensor on {device_type}, got one on {got.device.type}"
+        problem = _("{what}: expected a tensor on {expected}, got one on {got}").format(
+            what=what, expected=device_type, got=got.device.type)
     if problem:
         raise attach(AssertionError(problem), got=got, what=what)
     return got
@@ -41,11 +47,32 @@ def mismatch(got: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: fl
     bad = (~ok).nonzero()
     index = tuple(int(i) for i in bad[0])
     worst = (g - e).abs().nan_to_num(float("inf"))[~ok].max().item()
-    where = f"index {index}" if index else "the value"
-    return (
-        f"{bad.shape[0]} of {ok.numel()} entries differ; first at {where}: got {g[index].item():.6g}, "
-        f"expected {e[index].item():.6g} (largest error {worst:.3g})"
-    )
+    return differ_text(bad.shape[0], ok.numel(), index, f"{g[index].item():.6g}", f"{e[index].item():.6g}",
+                       f"{worst:.3g}")
+
+
+def wrong_dtype(what: str, expected, got) -> str:
+    """What a check says of a tensor of the wrong dtype."""
+    return _("{what}: expected dtype {expected}, got {got}").format(what=what, expected=expected, got=got)
+
+
+def differ_text(count: int, total: int, index: tuple, got: str, expected: str, worst: str) -> str:
+    """How two tensors differ, their values already written: ``count`` of ``total`` entries, the first
+    at ``index`` (``()`` for a single value)."""
+    where = _("index {index}").format(index=index) if index else _("the value")
+    return _("{count} of {total} entries differ; first at {where}: got {got}, expected {expected} (largest error "
+             "{worst})").format(count=count, total=total, where=where, got=got, expected=expected, worst=worst)
+
+
+def with_hint(message: str, advice: str | None) -> str:
+    """``message``, and the advice (a suite's English text, shown in the student's language) after it."""
+    return message + _(". Hint: {advice}").format(advice=translate_text(advice)) if advice else message
+
+
+def close_failure(what: str, expected: torch.Tensor, problem: str, advice: str | None) -> str:
+    """The message of a value that is not close to ``expected``: what, its shape, how it differs, the advice."""
+    shape = _(" of shape {shape}").format(shape=tuple(expected.shape)) if expected.dim() else ""
+    return with_hint(_("{what}{shape}: {problem}").format(what=what, shape=shape, problem=problem), advice)
 
 
 def matching_advice(got, expected: torch.Tensor, hints, *, atol: float, rtol: float) -> set[str]:
@@ -78,9 +105,7 @@ def assert_close(got, expected: torch.Tensor, *, atol=1e-5, rtol=1e-4, what="out
     if problem is None:
         return
     advice = proven_advice(got, expected, hints, atol=atol, rtol=rtol)
-    shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
-    message = f"{what}{shape}: {problem}"
-    raise attach(AssertionError(message + (f". Hint: {advice}" if advice else "")),
+    raise attach(AssertionError(close_failure(what, expected, problem, advice)),
                  got=got, expected=expected, atol=atol, rtol=rtol, what=what)
 
 
@@ -90,20 +115,22 @@ def assert_raises(run, call, kind: str, *, mentions=()):
         run(call)
     except StudentError as error:
         if error.kind != kind:
-            raise attach(AssertionError(f"expected {kind}, but {error.describe()}"), call=call) from None
+            raise attach(AssertionError(_("expected {kind}, but {problem}").format(kind=kind, problem=error.describe())),
+                         call=call) from None
         missing = [m for m in mentions if str(m) not in error.message]
         if missing:
-            raise attach(AssertionError(
-                f"the {kind} message should name {', '.join(map(str, mentions))}; it was: {error.message!r}"
-            ), call=call) from None
+            raise attach(AssertionError(_("the {kind} message should name {names}; it was: {message!r}").format(
+                kind=kind, names=", ".join(map(str, mentions)), message=error.message)), call=call) from None
         return error
-    raise attach(AssertionError(f"expected {kind} for {call_summary(call)}, but nothing was raised"), call=call)
+    raise attach(AssertionError(_("expected {kind} for {call}, but nothing was raised").format(
+        kind=kind, call=call_summary(call))), call=call)
 
 
 def call_summary(call) -> str:
     """``target(...)`` with tensors shown by shape, so a student can replay the call."""
     def show(value) -> str:
-        return f"tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else repr(value)
+        return _("tensor of shape {shape}").format(shape=tuple(value.shape)) if isinstance(value, torch.Tensor) \
+            else repr(value)
 
     target = call.target if isinstance(call.target, str) else call.target.target
     args = [show(a) for a in call.args] + [f"{k}={show(v)}" for k, v in call.kwargs.items()]
@@ -112,4 +139,5 @@ def call_summary(call) -> str:
 
 def assert_unmodified(result: Result) -> None:
     if result.mutated:
-        raise AssertionError(f"{', '.join(result.mutated)} was modified in place; inputs must be left unchanged")
+        raise AssertionError(_("{inputs} was modified in place; inputs must be left unchanged").format(
+            inputs=", ".join(translate_text(m) for m in result.mutated)))

@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from autograder.core.cases import attach
+from autograder.core.i18n import _
 from autograder.core.subject import Call, leaves_of, map_nested
 
 
@@ -50,7 +51,7 @@ def check_gradients(
     def project(output) -> float:
         leaves = leaves_of(output)
         if len(leaves) != len(leaves_of(grad_outputs)):
-            raise AssertionError("the output's structure changed between calls on nearby inputs")
+            raise AssertionError(_("the output's structure changed between calls on nearby inputs"))
         outs = [o for o, v in zip(leaves, leaves_of(grad_outputs)) if isinstance(v, torch.Tensor)]
         _same_shapes(outs, vs, "output")
         return sum(float((o.double() * v.double()).sum()) for o, v in zip(outs, vs))
@@ -62,17 +63,19 @@ def check_gradients(
         numeric = (project(plus) - project(minus)) / (2 * eps)
         analytic = sum(float((g.double() * u.double()).sum()) for g, u in zip(analytic_grads, us))
         if abs(numeric - analytic) > atol + rtol * abs(numeric):
-            raise attach(AssertionError(
-                f"gradients disagree with finite differences: along random direction {k + 1}, "
-                f"autograd gives {analytic:.8g} but the function changes at rate {numeric:.8g}"
-            ), call=analytic_call, what="gradients")
+            raise attach(AssertionError(_(
+                "gradients disagree with finite differences: along random direction {direction}, autograd gives "
+                "{analytic:.8g} but the function changes at rate {numeric:.8g}"
+            ).format(direction=k + 1, analytic=analytic, numeric=numeric)), call=analytic_call, what="gradients")
 
 
 def _same_shapes(got, expected: list[torch.Tensor], what: str) -> None:
     """Each of ``got`` is a plain tensor shaped like its ``expected`` counterpart."""
     if len(got) != len(expected):
-        raise AssertionError(f"expected {len(expected)} {what}s, got {len(got)}")
+        raise AssertionError(_("expected {count} {what}s, got {got}").format(count=len(expected), what=what,
+                                                                             got=len(got)))
     for g, e in zip(got, expected):
         if type(g) is not torch.Tensor or g.shape != e.shape:
-            found = f"shape {tuple(g.shape)}" if isinstance(g, torch.Tensor) else type(g).__name__
-            raise AssertionError(f"a {what} should have shape {tuple(e.shape)}, got {found}")
+            found = _("shape {shape}").format(shape=tuple(g.shape)) if isinstance(g, torch.Tensor) else type(g).__name__
+            raise AssertionError(_("a {what} should have shape {expected}, got {found}").format(
+                what=what, expected=tuple(e.shape), found=found))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from autograder.core.i18n import N_, _, gettext, translate_text
 from autograder.core.loader import load_folder, load_stand_ins
 from autograder.core.manifest import Course, load_course
 from autograder.core.results import NOT_IMPLEMENTED
@@ -64,7 +65,7 @@ class Units(Mapping[str, types.ModuleType]):
         if name in self._where:
             return self._where[name]
         file = getattr(self._modules.get(name), "__file__", None)
-        return str(file) if file else "this notebook's answer cells"
+        return str(file) if file else _("this notebook's answer cells")
 
     def __getitem__(self, name: str) -> types.ModuleType:
         return self._modules[name]
@@ -224,13 +225,27 @@ def stubs_named(units: Units):
                  and s in units and _is_stub(units[s])]
         names = (*first, unit)
         files = [units.course.units[name].file for name in names]
-        then = "".join(f", then {file}" for file in files[1:])
-        says = str(error) or NOT_IMPLEMENTED
-        raise UnitNotImplemented(
-            f"implement {files[0]} first{then} ({files[-1]} says: {says}). It ran "
-            + "; ".join(f"{file} from {units.where(name)}" for name, file in zip(names, files))
-            + f". To run your code from another folder, set SOURCE in the lesson's setup cell (or --source) "
-              f"to the folder that holds your {files[0]}.") from None
+        then = "".join(_(", then {file}").format(file=file) for file in files[1:])
+        says = translate_text(str(error)) or _(NOT_IMPLEMENTED)
+        ran = "; ".join(_("{file} from {where}").format(file=file, where=units.where(name))
+                        for name, file in zip(names, files))
+        raise UnitNotImplemented(_(
+            "implement {file} first{then} ({last} says: {says}). It ran {ran}. To run your code from another folder, "
+            "set SOURCE in the lesson's setup cell (or --source) to the folder that holds your {file}."
+        ).format(file=files[0], then=then, last=files[-1], says=says, ran=ran)) from None
+
+
+# What a stub raises (autograder/authoring/stubgen.py writes it), for the message above.
+STUB_SAYS = N_("{name}: not implemented yet")
+
+
+def tr(message: str) -> str:
+    """A plot's text in the language this process speaks (:mod:`autograder.core.i18n`): in English
+    where the translation writes Chinese and no font here draws it (:func:`cjk_font`)."""
+    text = gettext(message)
+    if text != message and any("\u3400" <= c <= "\u9fff" for c in text) and cjk_font() is None:
+        return message
+    return text
 
 
 def seeded(seed: int = SEED) -> torch.Generator:
@@ -318,7 +333,7 @@ def median_time(fn, *, repeats: int = 7, min_seconds: float = 0.01) -> float:
     """
     fn()  # warm-up
     times = []
-    for _ in range(repeats):
+    for _round in range(repeats):
         count, start = 0, time.perf_counter()
         while True:
             fn()
@@ -510,7 +525,7 @@ def run_and_show(name: str, out_dir, *, size: str = "full", units: Units | None 
     try:
         result = run_demo(name, out_dir, size=size, units=units)
     except UnitNotImplemented as error:
-        print(f"{name}: not run yet: {error}")
+        print(_("{name}: not run yet: {problem}").format(name=name, problem=error))
         return None
     show(result)
     return result

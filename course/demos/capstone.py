@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from ._common import Units, check_size, demo, percent, pyplot, save, seeded
+from ._common import Units, check_size, demo, percent, pyplot, save, seeded, tr
 
 NAME = "capstone"
 TITLE = "Long-range recall: LSTM vs Transformer"
@@ -110,14 +110,14 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.semilogx(distances, transformer, "s-", base=2, label="Transformer (2 blocks)")
-    ax.semilogx(distances, lstm, "o-", base=2, label="LSTM")
-    ax.axhline(1 / NAMES, color="gray", ls=":", lw=0.8, label=f"chance (1/{NAMES})")
+    ax.semilogx(distances, transformer, "s-", base=2, label=tr("Transformer (2 blocks)"))
+    ax.semilogx(distances, lstm, "o-", base=2, label=tr("LSTM"))
+    ax.axhline(1 / NAMES, color="gray", ls=":", lw=0.8, label=tr("chance (1/{count})").format(count=NAMES))
     ax.set_ylim(0, 1.05)
     ax.set_xticks(distances, [str(k) for k in distances])
-    ax.set_xlabel("k: steps between the name and 'he'")
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"Who is 'he'? Same budget: {steps} Adam steps, width {dim}")
+    ax.set_xlabel(tr("k: steps between the name and 'he'"))
+    ax.set_ylabel(tr("accuracy"))
+    ax.set_title(tr("Who is 'he'? Same budget: {steps} Adam steps, width {width}").format(steps=steps, width=dim))
     ax.legend()
     path = save(fig, out_dir, NAME)
     return {"distances": distances, "lstm": lstm, "transformer": transformer, "chance": 1 / NAMES,

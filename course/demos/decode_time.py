@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded
+from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded, tr
 
 NAME = "decode_time"
 TITLE = "Decoding with and without a KV cache"
@@ -65,16 +65,17 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    span = f"n = {lengths[0]} to {lengths[-1]}"
+    span = tr("n = {first} to {last}").format(first=lengths[0], last=lengths[-1])
     ax.loglog(lengths, [t * 1e3 for t in uncached], "s-",
-              label=f"no cache: a full pass per token (x{uncached[-1] / uncached[0]:.0f}, {span})")
+              label=tr("no cache: a full pass per token (x{growth:.0f}, {span})").format(growth=uncached[-1] / uncached[0],
+                                                                                     span=span))
     ax.loglog(lengths, [t * 1e3 for t in cached], "o-",
-              label=f"KV cache: the new token only (x{cached[-1] / cached[0]:.1f}, {span})")
+              label=tr("KV cache: the new token only (x{growth:.1f}, {span})").format(growth=cached[-1] / cached[0], span=span))
     length_axis(ax, lengths)
-    ax.set_xlabel("tokens so far n")
-    ax.set_ylabel("time to produce token n (ms)")
-    ax.set_title(f"One GQA layer ({heads} query heads, {kv_heads} kv heads, width {width}), "
-                 f"{torch.get_num_threads()} thread(s)")
+    ax.set_xlabel(tr("tokens so far n"))
+    ax.set_ylabel(tr("time to produce token n (ms)"))
+    ax.set_title(tr("One GQA layer ({heads} query heads, {kv_heads} kv heads, width {width}), {threads} thread(s)").format(
+        heads=heads, kv_heads=kv_heads, width=width, threads=torch.get_num_threads()))
     ax.legend(fontsize=8)
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, "uncached_seconds": uncached, "cached_seconds": cached,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ._common import (Units, check_size, demo, loglog_slope, median_time, power_above, pyplot, quiet_stderr, save,
-                      seeded, sig)
+                      seeded, sig, tr)
 
 NAME = "efficient_memory"
 TITLE = "FlashAttention: the same output in O(n) memory"
@@ -88,16 +88,17 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.0))
-    ax0.plot(lengths, [b / 2**20 for b in naive_bytes], "s-", label=f"unit 2: the (L, L) table (~ L^{naive_slope:.2f})")
-    ax0.plot(lengths, [b / 2**20 for b in tiled_bytes], "o-", label=f"flash_attention, block {block}")
-    ax0.set_xlabel("sequence length L (causal self-attention, width 16)")
-    ax0.set_ylabel("peak MiB allocated in one forward pass")
-    ax0.set_title(f"Same output (largest difference {difference:.1e}): a parabola...")
+    ax0.plot(lengths, [b / 2**20 for b in naive_bytes], "s-", label=tr("unit 2: the (L, L) table (~ L^{slope:.2f})").format(slope=naive_slope))
+    ax0.plot(lengths, [b / 2**20 for b in tiled_bytes], "o-", label=tr("flash_attention, block {block}").format(block=block))
+    ax0.set_xlabel(tr("sequence length L (causal self-attention, width 16)"))
+    ax0.set_ylabel(tr("peak MiB allocated in one forward pass"))
+    ax0.set_title(tr("Same output (largest difference {difference:.1e}): a parabola...").format(difference=difference))
     ax0.legend()
     ax1.plot(lengths, [b / 2**10 for b in tiled_bytes], "o-", color="C1")
-    ax1.set_xlabel("sequence length L")
-    ax1.set_ylabel("peak KiB allocated in one forward pass")
-    ax1.set_title(f"...and a straight line: flash_attention, {tiled_per_token[-1]:.0f} bytes per token")
+    ax1.set_xlabel(tr("sequence length L"))
+    ax1.set_ylabel(tr("peak KiB allocated in one forward pass"))
+    ax1.set_title(tr("...and a straight line: flash_attention, {bytes:.0f} bytes per token").format(
+        bytes=tiled_per_token[-1]))
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, "naive_bytes": naive_bytes, "tiled_bytes": tiled_bytes, "naive_slope": naive_slope,
             "tiled_slope": tiled_slope, "tiled_bytes_per_token": tiled_per_token, "max_difference": difference, "block": block,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, percent, pyplot, save
+from ._common import Units, check_size, demo, percent, pyplot, save, tr
 from .tiny_model import offset_weight, toy_batch, train_tiny_model
 
 NAME = "heads"
@@ -42,14 +42,16 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     labels = [str(int(t)) for t in ids[0]]
     for h, ax in enumerate(axes[0]):
         image = ax.imshow(maps[h].numpy(), cmap="viridis", vmin=0, vmax=1)
-        ax.set_title(f"head {h}: {back[h]:.0%} on the previous,\n{forward[h]:.0%} on the next token", fontsize=10)
+        ax.set_title(tr("head {head}: {back:.0%} on the previous,\n{forward:.0%} on the next token").format(
+            head=h, back=back[h], forward=forward[h]), fontsize=10)
         ax.set_xticks(range(length), labels, fontsize=7)
         ax.set_yticks(range(length), labels, fontsize=7)
-        ax.set_xlabel("key (token id)")
-        ax.set_ylabel("query (token id)")
-    fig.colorbar(image, ax=list(axes[0]), label="attention weight", shrink=0.85)
+        ax.set_xlabel(tr("key (token id)"))
+        ax.set_ylabel(tr("query (token id)"))
+    fig.colorbar(image, ax=list(axes[0]), label=tr("attention weight"), shrink=0.85)
     # Above the figure: the heads' square maps leave constrained layout no room under a suptitle.
-    fig.suptitle(f"Tiny model after {steps} steps: {trained.accuracy:.0%} right on 'previous and next token'", y=1.06)
+    fig.suptitle(tr("Tiny model after {steps} steps: {accuracy:.0%} right on 'previous and next token'").format(
+        steps=steps, accuracy=trained.accuracy), y=1.06)
     path = save(fig, out_dir, NAME)
     return {"accuracy": trained.accuracy, "steps": steps, "back": [float(v) for v in back],
             "forward": [float(v) for v in forward], "maps": maps.tolist(), "png": str(path)}

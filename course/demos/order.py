@@ -13,7 +13,9 @@ import math
 
 import torch
 
-from ._common import Units, check_size, cjk_font, demo, magnitude, pyplot, save, seeded, sig
+from autograder.core.i18n import N_
+
+from ._common import Units, check_size, cjk_font, demo, magnitude, pyplot, save, seeded, sig, tr
 
 NAME = "order"
 TITLE = "No order without positions"
@@ -51,8 +53,8 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     w_q, w_k, w_v = (torch.randn(dim, dim, generator=generator) / math.sqrt(dim) for _ in range(3))
     encode = pos.SinusoidalPositionalEncoding(dim, max_len=16)
     variants = {
-        "no positions": lambda x: mha(x)[0],
-        "sinusoidal": lambda x: mha(encode(x))[0],
+        N_("no positions"): lambda x: mha(x)[0],
+        N_("sinusoidal"): lambda x: mha(encode(x))[0],
         "RoPE": lambda x: _rope_attention(attention, pos, x, w_q, w_k, w_v),
     }
     difference, sentence_difference = {}, {}
@@ -74,14 +76,14 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     width = 0.8 / len(variants)
     floor = 1e-9
     for i, (name, values) in enumerate(difference.items()):
-        ax.bar([w + (i - 1) * width for w in range(len(WORDS))], [max(v, floor) for v in values], width, label=name)
+        ax.bar([w + (i - 1) * width for w in range(len(WORDS))], [max(v, floor) for v in values], width, label=tr(name))
     ax.set_yscale("log")
     ax.set_ylim(floor / 2, 1e4)  # room above the bars for the legend
     ax.set_xticks(range(len(WORDS)), labels)
-    ax.set_xlabel("word")
-    ax.set_ylabel("|| word's vector in s1 - in s2 ||  (log)")
+    ax.set_xlabel(tr("word"))
+    ax.set_ylabel(tr("|| word's vector in s1 - in s2 ||  (log)"))
     title = "狗咬人 vs 人咬狗" if font else "gou yao ren vs ren yao gou"
-    ax.set_title(f"{title}: one word, two sentences")
+    ax.set_title(tr("{title}: one word, two sentences").format(title=title))
     ax.legend(loc="upper center", ncol=3)
     path = save(fig, out_dir, NAME)
     return {"words": list(WORDS), "difference": difference, "sentence_difference": sentence_difference,

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, sci, seeded
+from ._common import Units, check_size, demo, pyplot, save, sci, seeded, tr
 
 NAME = "path_length"
 TITLE = "Attention's path is length 1"
@@ -67,11 +67,11 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.semilogy(distance, rnn_d, "-", label="tanh RNN: path of L - j steps")
-    ax.semilogy(distance, att_d, "-", label="self-attention: path of 1 step")
-    ax.set_xlabel("distance L - j")
-    ax.set_ylabel("|| d y_L / d x_j ||  (log scale)")
-    ax.set_title(f"How much the last output feels input j (L = {length})")
+    ax.semilogy(distance, rnn_d, "-", label=tr("tanh RNN: path of L - j steps"))
+    ax.semilogy(distance, att_d, "-", label=tr("self-attention: path of 1 step"))
+    ax.set_xlabel(tr("distance L - j"))
+    ax.set_ylabel(tr("|| d y_L / d x_j ||  (log scale)"))
+    ax.set_title(tr("How much the last output feels input j (L = {length})").format(length=length))
     ax.legend()
     path = save(fig, out_dir, NAME)
     return {"distance": distance, "rnn": rnn_d, "attention": att_d, "png": str(path)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded
+from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded, tr
 
 NAME = "price"
 TITLE = "The price: O(n^2) time and memory"
@@ -69,21 +69,22 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.0))
-    ax0.loglog(lengths, [b / 2**20 for b in att_bytes], "s-", label="attention")
-    ax0.loglog(lengths, [b / 2**20 for b in rnn_bytes], "o-", label="RNN")
+    ax0.loglog(lengths, [b / 2**20 for b in att_bytes], "s-", label=tr("attention"))
+    ax0.loglog(lengths, [b / 2**20 for b in rnn_bytes], "o-", label=tr("RNN"))
     length_axis(ax0, lengths)
-    ax0.set_xlabel("sequence length L")
-    ax0.set_ylabel("MiB kept for backward")
-    ax0.set_title(f"Memory: attention ~ L^{loglog_slope(lengths[-2:], att_bytes[-2:]):.2f}, "
-                  f"RNN ~ L^{loglog_slope(lengths[-2:], rnn_bytes[-2:]):.2f}")
+    ax0.set_xlabel(tr("sequence length L"))
+    ax0.set_ylabel(tr("MiB kept for backward"))
+    ax0.set_title(tr("Memory: attention ~ L^{attention:.2f}, RNN ~ L^{rnn:.2f}").format(
+        attention=loglog_slope(lengths[-2:], att_bytes[-2:]), rnn=loglog_slope(lengths[-2:], rnn_bytes[-2:])))
     ax0.legend(loc="upper left")
-    ax1.loglog(time_lengths, [t * 1e3 for t in att_s], "s-", label="attention")
-    ax1.loglog(time_lengths, [t * 1e3 for t in rnn_s], "o-", label="RNN (unroll)")
+    ax1.loglog(time_lengths, [t * 1e3 for t in att_s], "s-", label=tr("attention"))
+    ax1.loglog(time_lengths, [t * 1e3 for t in rnn_s], "o-", label=tr("RNN (unroll)"))
     length_axis(ax1, time_lengths)
-    ax1.set_xlabel("sequence length L")
-    ax1.set_ylabel(f"forward time (ms, median of {REPEATS})")
-    ax1.set_title(f"Time on this machine (width {width}, {torch.get_num_threads()} thread(s)): "
-                  f"attention x{att_s[-1] / att_s[-2]:.1f} at L = {time_lengths[-1]}")
+    ax1.set_xlabel(tr("sequence length L"))
+    ax1.set_ylabel(tr("forward time (ms, median of {repeats})").format(repeats=REPEATS))
+    ax1.set_title(tr("Time on this machine (width {width}, {threads} thread(s)): attention x{growth:.1f} at L = "
+                     "{length}").format(width=width, threads=torch.get_num_threads(), growth=att_s[-1] / att_s[-2],
+                                        length=time_lengths[-1]))
     ax1.legend(loc="upper left")
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, "attention_bytes": att_bytes, "rnn_bytes": rnn_bytes,

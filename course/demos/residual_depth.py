@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import Units, check_size, demo, pyplot, save, sci, seeded, sig
+from ._common import Units, check_size, demo, pyplot, save, sci, seeded, sig, tr
 
 NAME = "residual_depth"
 TITLE = "Residuals let depth train"
@@ -74,13 +74,13 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    labels = {"pre_norm": "pre-norm blocks: x + f(norm(x))", "post_norm": "post-norm blocks: norm(x + f(x))",
-              "residual_only": "residual, no norm: x + f(x)", "no_residual": "no residual: f(x)"}
+    labels = {"pre_norm": tr("pre-norm blocks: x + f(norm(x))"), "post_norm": tr("post-norm blocks: norm(x + f(x))"),
+              "residual_only": tr("residual, no norm: x + f(x)"), "no_residual": tr("no residual: f(x)")}
     for (name, values), marker in zip(curves.items(), "o^Ds"):
         ax.semilogy(depths, values, marker + "-", label=labels[name])
-    ax.set_xlabel("number of blocks")
-    ax.set_ylabel("|| d loss / d input ||  (log scale)")
-    ax.set_title(f"The gradient that reaches the first block (d_model = {dim})")
+    ax.set_xlabel(tr("number of blocks"))
+    ax.set_ylabel(tr("|| d loss / d input ||  (log scale)"))
+    ax.set_title(tr("The gradient that reaches the first block (d_model = {dim})").format(dim=dim))
     ax.legend()
     path = save(fig, out_dir, NAME)
     return {"depths": depths, **curves, "png": str(path)}

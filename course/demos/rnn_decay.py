@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, sci, seeded, sig
+from autograder.core.i18n import N_
+
+from ._common import Units, check_size, demo, pyplot, save, sci, seeded, sig, tr
 
 NAME = "rnn_decay"
 TITLE = "An RNN's signal decays with distance"
@@ -25,9 +27,9 @@ SHARE = 0.05  # "5% of the signal left"
 
 def _cells(rc, hidden: int) -> dict:
     cells = {
-        "tanh RNN": rc.RNNCell(hidden, hidden),
-        "LSTM (forget bias 0)": rc.LSTMCell(hidden, hidden),
-        "LSTM (forget bias 3)": rc.LSTMCell(hidden, hidden),
+        N_("tanh RNN"): rc.RNNCell(hidden, hidden),
+        N_("LSTM (forget bias 0)"): rc.LSTMCell(hidden, hidden),
+        N_("LSTM (forget bias 3)"): rc.LSTMCell(hidden, hidden),
     }
     with torch.no_grad():
         # Gate order i, f, g, o: rows H..2H are the forget gate.
@@ -65,12 +67,13 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     for (name, values), style in zip(norms.items(), ("-", "--", "-.")):
-        reach = f"5% at {five[name]}" if five[name] is not None else f"above 5% for {steps}"
-        ax.semilogy(distance, values, style, label=f"{name} ({reach} steps)")
-    ax.axhline(FLOAT32_TINY, color="gray", lw=0.8, ls=":", label="smallest normal float32 (1.2e-38)")
-    ax.set_xlabel("distance T - t (steps)")
-    ax.set_ylabel("|| d h_T / d h_t ||  (log scale)")
-    ax.set_title(f"The signal from t fades on its way to T (H = {hidden}, untrained)")
+        reach = (tr("{name} (5% at {steps} steps)").format(name=tr(name), steps=five[name]) if five[name] is not None
+                 else tr("{name} (above 5% for {steps} steps)").format(name=tr(name), steps=steps))
+        ax.semilogy(distance, values, style, label=reach)
+    ax.axhline(FLOAT32_TINY, color="gray", lw=0.8, ls=":", label=tr("smallest normal float32 (1.2e-38)"))
+    ax.set_xlabel(tr("distance T - t (steps)"))
+    ax.set_ylabel(tr("|| d h_T / d h_t ||  (log scale)"))
+    ax.set_title(tr("The signal from t fades on its way to T (H = {hidden}, untrained)").format(hidden=hidden))
     ax.legend(fontsize=8, loc="lower left")
     path = save(fig, out_dir, NAME)
     return {"distance": distance, "hidden": hidden, "norms": norms, "five_percent": five,

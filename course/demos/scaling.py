@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ._common import Units, check_size, demo, pyplot, save, seeded, sig
+from ._common import Units, check_size, demo, pyplot, save, seeded, sig, tr
 
 NAME = "scaling"
 TITLE = "Why divide by sqrt(d_k)"
@@ -74,30 +74,30 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
     plt = pyplot()
     fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(13, 3.8))
     for d, values in samples.items():
-        ax0.hist(values.numpy(), bins=60, histtype="step", density=True, label=f"q.k, d_k = {d}")
+        ax0.hist(values.numpy(), bins=60, histtype="step", density=True, label=tr("q.k, d_k = {d}").format(d=d))
     if samples:
         widest = max(samples)
         ax0.hist((samples[widest] / math.sqrt(widest)).numpy(), bins=60, histtype="stepfilled", alpha=0.3,
-                 density=True, label=f"q.k / sqrt(d_k), d_k = {widest}")
+                 density=True, label=tr("q.k / sqrt(d_k), d_k = {d}").format(d=widest))
     ax0.set_yscale("log")
     ax0.set_ylim(top=ax0.get_ylim()[1] * 100)  # room for the legend above the histograms
-    ax0.set_xlabel("score")
-    ax0.set_ylabel("density (log scale)")
-    ax0.set_title("The spread of q.k grows like sqrt(d_k)")
+    ax0.set_xlabel(tr("score"))
+    ax0.set_ylabel(tr("density (log scale)"))
+    ax0.set_title(tr("The spread of q.k grows like sqrt(d_k)"))
     ax0.legend(fontsize=8, loc="upper left")
-    ax1.semilogx(dims, result["max_weight"], "o-", label="q.k (unscaled)")
+    ax1.semilogx(dims, result["max_weight"], "o-", label=tr("q.k (unscaled)"))
     ax1.semilogx(dims, result["scaled_max_weight"], "s-", label="q.k / sqrt(d_k)")
-    ax1.axhline(1.0 / keys, color="gray", lw=0.8, ls=":", label=f"uniform 1/{keys}")
+    ax1.axhline(1.0 / keys, color="gray", lw=0.8, ls=":", label=tr("uniform 1/{keys}").format(keys=keys))
     ax1.set_ylim(0, 1.05)
     ax1.set_xlabel("d_k")
-    ax1.set_ylabel(f"largest weight of {keys} (mean)")
-    ax1.set_title("Unscaled, softmax saturates")
+    ax1.set_ylabel(tr("largest weight of {keys} (mean)").format(keys=keys))
+    ax1.set_title(tr("Unscaled, softmax saturates"))
     ax1.legend(fontsize=8, loc="center right")
-    ax2.loglog(dims, result["gradient"], "o-", label="q.k (unscaled)")
+    ax2.loglog(dims, result["gradient"], "o-", label=tr("q.k (unscaled)"))
     ax2.loglog(dims, result["scaled_gradient"], "s-", label="q.k / sqrt(d_k)")
     ax2.set_xlabel("d_k")
-    ax2.set_ylabel("|| d softmax / d scores || (mean)")
-    ax2.set_title("... and its gradient vanishes")
+    ax2.set_ylabel(tr("|| d softmax / d scores || (mean)"))
+    ax2.set_title(tr("... and its gradient vanishes"))
     ax2.legend(fontsize=8, loc="lower left")
     path = save(fig, out_dir, NAME)
     return {"dims": dims, **result, "png": str(path)}

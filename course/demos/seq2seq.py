@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._common import Units, check_size, demo, percent, pyplot, save, seeded
+from ._common import Units, check_size, demo, percent, pyplot, save, seeded, tr
 
 NAME = "seq2seq"
 TITLE = "The fixed context vector is a bottleneck"
@@ -112,14 +112,14 @@ def run(out_dir, *, size: str = "full", units: Units | None = None) -> dict:
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.plot(lengths, curves["attention"], "s-", label="with attention (Bahdanau): reads every encoder state")
-    ax.plot(lengths, curves["fixed_vector"], "o-", label=f"fixed context vector: {hidden} numbers")
-    ax.axhline(1 / SYMBOLS, color="gray", ls=":", lw=0.8, label=f"chance (1/{SYMBOLS})")
+    ax.plot(lengths, curves["attention"], "s-", label=tr("with attention (Bahdanau): reads every encoder state"))
+    ax.plot(lengths, curves["fixed_vector"], "o-", label=tr("fixed context vector: {hidden} numbers").format(hidden=hidden))
+    ax.axhline(1 / SYMBOLS, color="gray", ls=":", lw=0.8, label=tr("chance (1/{count})").format(count=SYMBOLS))
     ax.set_ylim(0, 1.05)
     ax.set_xticks(lengths, [str(n) for n in lengths])
-    ax.set_xlabel("sequence length n (symbols to copy)")
-    ax.set_ylabel("share of symbols written back right")
-    ax.set_title(f"Copy n symbols: same GRUs, {steps} Adam steps, width {hidden}")
+    ax.set_xlabel(tr("sequence length n (symbols to copy)"))
+    ax.set_ylabel(tr("share of symbols written back right"))
+    ax.set_title(tr("Copy n symbols: same GRUs, {steps} Adam steps, width {hidden}").format(steps=steps, hidden=hidden))
     ax.legend(loc="lower left", fontsize=8)
     path = save(fig, out_dir, NAME)
     return {"lengths": lengths, **curves, "chance": 1 / SYMBOLS, "steps": steps, "hidden": hidden,

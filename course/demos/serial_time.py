@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded
+from ._common import Units, check_size, demo, length_axis, loglog_slope, median_time, pyplot, save, seeded, tr
 
 NAME = "serial_time"
 TITLE = "Recurrence is serial"
@@ -114,40 +114,41 @@ def _plot(out_dir, lengths, width, widths, m):
     plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(11.5, 8.0))
     ax = axes[0, 0]
-    ax.loglog(lengths, m["calls"]["rnn"], "o-", label="RNN: unroll")
-    ax.loglog(lengths, m["calls"]["attention"], "s-", label="self-attention")
+    ax.loglog(lengths, m["calls"]["rnn"], "o-", label=tr("RNN: unroll"))
+    ax.loglog(lengths, m["calls"]["attention"], "s-", label=tr("self-attention"))
     length_axis(ax, lengths)
-    ax.set_xlabel("sequence length L")
-    ax.set_ylabel("kernels launched per forward pass (counted)")
+    ax.set_xlabel(tr("sequence length L"))
+    ax.set_ylabel(tr("kernels launched per forward pass (counted)"))
     per_token = kernels_per_token(lengths, m["calls"]["rnn"])
-    ax.set_title(f"1. Kernels: {per_token:.0f} per token, in a chain, vs {m['calls']['attention'][-1]} in all")
+    ax.set_title(tr("1. Kernels: {per_token:.0f} per token, in a chain, vs {attention} in all").format(
+        per_token=per_token, attention=m["calls"]["attention"][-1]))
     ax.legend()
     ax = axes[0, 1]
-    ax.loglog(lengths, [t * 1e3 for t in m["seconds"]["rnn"]], "o-", label="RNN: L steps, one after another")
-    ax.loglog(lengths, [t * 1e3 for t in m["seconds"]["attention"]], "s-", label="self-attention: a few matrix products")
+    ax.loglog(lengths, [t * 1e3 for t in m["seconds"]["rnn"]], "o-", label=tr("RNN: L steps, one after another"))
+    ax.loglog(lengths, [t * 1e3 for t in m["seconds"]["attention"]], "s-", label=tr("self-attention: a few matrix products"))
     length_axis(ax, lengths)
-    ax.set_xlabel("sequence length L")
-    ax.set_ylabel("time of one forward pass (ms, median)")
-    ax.set_title(f"2. Time, width {width}, one thread")
+    ax.set_xlabel(tr("sequence length L"))
+    ax.set_ylabel(tr("time of one forward pass (ms, median)"))
+    ax.set_title(tr("2. Time, width {width}, one thread").format(width=width))
     ax.legend(fontsize=8)
     ax = axes[1, 0]
-    ax.loglog(lengths, [t * 1e3 for t in m["chain_seconds"]], "o-", label="RNN, 1 sequence of N tokens")
-    ax.loglog(lengths, [t * 1e3 for t in m["batch_seconds"]], "^-", label=f"RNN, N/{CHUNK} sequences of {CHUNK}")
+    ax.loglog(lengths, [t * 1e3 for t in m["chain_seconds"]], "o-", label=tr("RNN, 1 sequence of N tokens"))
+    ax.loglog(lengths, [t * 1e3 for t in m["batch_seconds"]], "^-", label=tr("RNN, N/{chunk} sequences of {chunk}").format(chunk=CHUNK))
     length_axis(ax, lengths)
-    ax.set_xlabel("tokens N")
-    ax.set_ylabel("time of one forward pass (ms, median)")
-    ax.set_title(f"3. {lengths[-1]} tokens as one chain cost x{m['chain_seconds'][-1] / m['batch_seconds'][-1]:.0f} "
-                 f"the batch")
+    ax.set_xlabel(tr("tokens N"))
+    ax.set_ylabel(tr("time of one forward pass (ms, median)"))
+    ax.set_title(tr("3. {tokens} tokens as one chain cost x{ratio:.0f} the batch").format(
+        tokens=lengths[-1], ratio=m["chain_seconds"][-1] / m["batch_seconds"][-1]))
     ax.legend(fontsize=8)
     ax = axes[1, 1]
-    ax.loglog(widths, [t * 1e6 for t in m["step_seconds"]], "o-", label="one RNN step (measured)")
+    ax.loglog(widths, [t * 1e6 for t in m["step_seconds"]], "o-", label=tr("one RNN step (measured)"))
     ideal = [m["step_seconds"][-1] * 1e6 * (w / widths[-1]) ** 2 for w in widths]
-    ax.loglog(widths, ideal, ":", color="gray", label="grows like H^2 (x4 per doubling)")
+    ax.loglog(widths, ideal, ":", color="gray", label=tr("grows like H^2 (x4 per doubling)"))
     length_axis(ax, widths)
-    ax.set_xlabel("hidden width H")
-    ax.set_ylabel(f"time of one step, batch {WIDTH_RUN['batch']} (µs, median)")
-    ax.set_title(f"4. Width x2: x4 arithmetic; time x{m['step_seconds'][-1] / m['step_seconds'][-2]:.1f} "
-                 f"at H = {widths[-1]}")
+    ax.set_xlabel(tr("hidden width H"))
+    ax.set_ylabel(tr("time of one step, batch {batch} (µs, median)").format(batch=WIDTH_RUN["batch"]))
+    ax.set_title(tr("4. Width x2: x4 arithmetic; time x{ratio:.1f} at H = {width}").format(
+        ratio=m["step_seconds"][-1] / m["step_seconds"][-2], width=widths[-1]))
     ax.legend(fontsize=8)
     return save(fig, out_dir, NAME)
 

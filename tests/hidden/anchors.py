@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from autograder.core.cases import attach
-from autograder.testing.compare import check_tensor, matching_advice, mismatch
+from autograder.testing.compare import (N_, check_tensor, close_failure, differ_text, matching_advice, mismatch,
+                                        with_hint, wrong_dtype)
 from autograder.testing.gradcheck import check_gradients
 
 
@@ -41,8 +42,8 @@ def check_gradients_of(subject, build, tensors, *, expect, **options):
 # through ``assert_close`` below, so the rule and its hint are written once.
 
 FLOAT64 = dict(atol=1e-10, rtol=1e-9)
-DOWNCAST = ("float64 input computed in lower precision? A computation may upcast but never downcast "
-            "(API page): compute float64 inputs in float64.")
+DOWNCAST = N_("float64 input computed in lower precision? A computation may upcast but never downcast "
+              "(API page): compute float64 inputs in float64.")
 
 
 def tolerance(dtype, **lower) -> dict:
@@ -108,9 +109,7 @@ def describe(got, expected, *, atol, rtol) -> str:
     worst = (g - e).abs().nan_to_num(float("inf"))[~ok].max().item()
     gi, ei = g[index].item(), e[index].item()
     digits = _digits(gi, ei)
-    where = f"index {index}" if index else "the value"
-    return (f"{bad.shape[0]} of {ok.numel()} entries differ; first at {where}: got {gi:.{digits}g}, "
-            f"expected {ei:.{digits}g} (largest error {worst:.3g})")
+    return differ_text(bad.shape[0], ok.numel(), index, f"{gi:.{digits}g}", f"{ei:.{digits}g}", f"{worst:.3g}")
 
 
 def assert_close(got, expected, *, atol=1e-5, rtol=1e-4, what="output", dtype=None, hints=None):
@@ -122,13 +121,10 @@ def assert_close(got, expected, *, atol=1e-5, rtol=1e-4, what="output", dtype=No
     if dtype == torch.float64 and isinstance(got, torch.Tensor) and got.dtype in (torch.float32, torch.bfloat16,
                                                                                  torch.float16):
         check_tensor(got, shape=expected.shape, what=what)  # a float64 answer held in fewer bits: proven
-        raise attach(AssertionError(f"{what}: expected dtype {dtype}, got {got.dtype}. Hint: {DOWNCAST}"),
-                     got=got, what=what)
+        raise attach(AssertionError(with_hint(wrong_dtype(what, dtype, got.dtype), DOWNCAST)), got=got, what=what)
     check_tensor(got, shape=expected.shape, dtype=dtype, what=what)
     if mismatch(got, expected, atol=atol, rtol=rtol) is None:
         return
     advice = proven_hint(got, expected, hints() if callable(hints) else hints or (), atol=atol, rtol=rtol)
-    shape = f" of shape {tuple(expected.shape)}" if expected.dim() else ""
-    message = f"{what}{shape}: {describe(got, expected, atol=atol, rtol=rtol)}"
-    raise attach(AssertionError(message + (f". Hint: {advice}" if advice else "")),
+    raise attach(AssertionError(close_failure(what, expected, describe(got, expected, atol=atol, rtol=rtol), advice)),
                  got=got, expected=expected, atol=atol, rtol=rtol, what=what)

@@ -25,7 +25,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor
+from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor, with_hint
 from autograder.core.protocol import Call, New
 from anchors import assert_close, differ, proven_hint, tolerance
 from oracles_positional_encoding import rope64, sinusoidal64, table_atol
@@ -79,7 +79,7 @@ def known_table_bug(got, P, dim, base=10000.0) -> str:
     if type(got) is not torch.Tensor or tuple(got.shape) != (P, dim):
         return ""
     text = proven_hint(got, sinusoidal64(P, dim, base), table_hints(P, dim, base), atol=table_atol(P), rtol=1e-4)
-    return f". Hint: {text}" if text else ""
+    return with_hint("", text)
 
 
 def rope_hints(x, positions=None, base=10000.0) -> list:

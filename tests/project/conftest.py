@@ -150,6 +150,14 @@ def root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def student_bundles(tmp_path_factory):
+    """lang -> the student's bundle in that language, installed in a fresh venv (``student_bundle``)."""
+    import student_bundle  # it imports this module
+
+    return student_bundle.Bundles(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def catalogue(tmp_path_factory):
     """Every unit's mutant catalogue, the reference, the stubs and the correct alternative, graded
     in process (``mutants.Graded``), for every test that reads them."""

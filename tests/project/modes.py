@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
-from autograder.sandbox.zygote import isolation_mode
+from autograder.sandbox.isolation import isolation_mode
 
 MODES = ("full", "container", "plain")
 
@@ -42,7 +42,7 @@ NO_NAMESPACES = textwrap.dedent("""
         assert libc.prctl(22, 2, ctypes.create_string_buffer(fprog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP_MODE_FILTER
     _no_namespaces()
 """)
-FORCE_PLAIN = "from autograder.sandbox import zygote as _zygote\n_zygote._MODE = 'plain'\n"
+FORCE_PLAIN = "from autograder.sandbox import isolation as _isolation\n_isolation._MODE = 'plain'\n"
 RUN_CLI = textwrap.dedent("""
     import runpy, sys
     sys.argv = ["attn-course", *sys.argv[1:]]

@@ -19,7 +19,7 @@ from conftest import ROOT, attn_course, grade_json
 import mutants
 from autograder.core.manifest import load_course
 from autograder.delivery.batch import Student, _chunks, _Runner, _Server, discover
-from autograder.sandbox.zygote import Pool
+from autograder.sandbox.pool import Pool
 
 sys.path.insert(0, str(ROOT / "tests" / "hostile" / "batch"))
 import uploads  # noqa: E402

@@ -20,7 +20,8 @@ import torch
 from conftest import ROOT
 from autograder.core.manifest import load_course
 from autograder.core.protocol import Call, Failure, Result, StudentError
-from autograder.core.subject import TIMEOUTS_PER_UNIT, InProcessSubject
+from autograder.core.settings import DEFAULTS
+from autograder.core.subject import InProcessSubject
 from autograder.sandbox.host import SandboxSubject
 from test_sandbox import RAW, drive, leftovers
 
@@ -71,7 +72,7 @@ def test_two_timeouts_end_the_unit_at_once(kind, endless):
     assert isinstance(third, StudentError) and third.kind == Failure.TIMEOUT, third
     assert third.message.startswith(ENDLESS), third.message
     # What the student needs: which call timed out first, and where it was spinning.
-    assert re.search(rf"{TIMEOUTS_PER_UNIT} calls ran past the {LIMIT:g} s limit \(the first: softmax, at attention\.py "
+    assert re.search(rf"{DEFAULTS.timeouts_per_unit} calls ran past the {LIMIT:g} s limit \(the first: softmax, at attention\.py "
                      r"line \d+\)", third.message), third.message
     assert t3 < LIMIT / 2, t3
     # The rule is per unit: another unit of the same submission is graded as usual.
@@ -127,7 +128,7 @@ def test_one_timeout_and_slow_calls_leave_the_unit_running(kind, slow_with_one_h
         hang, _ = call(subject, "hang", "softmax", torch.zeros(2, 7))
         assert isinstance(hang, StudentError) and hang.kind == Failure.TIMEOUT, hang
         # More calls near the limit than the rule allows time-outs, some in one test: none counts.
-        slow = [call(subject, f"slow{i}", "softmax", x) for i in range(TIMEOUTS_PER_UNIT + 1)]
+        slow = [call(subject, f"slow{i}", "softmax", x) for i in range(DEFAULTS.timeouts_per_unit + 1)]
         slow.append((subject.run(Call("attention", "softmax", (x,))), 0.0))
     for out, seconds in slow:
         assert isinstance(out, Result), out

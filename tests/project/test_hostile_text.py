@@ -31,7 +31,9 @@ import modes
 from conftest import ROOT, third_party
 from autograder.core.manifest import load_course
 from autograder.core.results import GradeResult
-from autograder.delivery import classroom, gradescope, prairielearn
+from autograder.delivery.classroom import Classroom
+from autograder.delivery.gradescope import Gradescope
+from autograder.delivery.prairielearn import PrairieLearn
 from autograder.delivery.formats import gradebook_csv, to_junit, to_markdown
 from autograder.grading.report import print_results
 from autograder.nbgrader import rescore
@@ -153,10 +155,10 @@ def test_gradescope_prairielearn_and_classroom_results_follow_their_schemas(grad
     pl_schema = json.loads((VENDOR / "prairielearn" / "results.schema.json").read_text())
     results = graded + [_result_of(n, t) for n, t in HOSTILE.items()]
     for result in results:
-        for data, schema in ((gradescope.to_gradescope(result, 1.0), gs_schema),
-                             (prairielearn.to_prairielearn(result), pl_schema)):
+        for data, schema in ((Gradescope().results(result, COURSE, seconds=1.0), gs_schema),
+                             (PrairieLearn().results(result, COURSE), pl_schema)):
             jsonschema.validate(json.loads(json.dumps(data, ensure_ascii=False).encode("utf-8")), schema)
-    lines = classroom.github_output(graded[1], COURSE)
+    lines = Classroom().results(graded[1], COURSE)
     assert all(line.count("=") >= 1 for line in lines.splitlines())
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the reporter's own run is not checked")
@@ -187,10 +189,11 @@ RUN_PLATFORMS = """
 import json, sys
 from pathlib import Path
 from autograder.core.manifest import load_course
-from autograder.delivery import gradescope, prairielearn
+from autograder.delivery.gradescope import Gradescope
+from autograder.delivery.prairielearn import PrairieLearn
 course, root = load_course(Path.cwd()), Path(sys.argv[1])
-gradescope.run(root / "gs", course)
-prairielearn.run(root / "pl", course)
+Gradescope().run(root / "gs", course)
+PrairieLearn().run(root / "pl", course)
 """
 
 

@@ -22,7 +22,8 @@ import modes
 from conftest import ROOT
 from autograder.core.manifest import load_course
 from autograder.core.uploads import STATUS_LIMIT, NothingFound, SubmissionError, intake
-from autograder.delivery import gradescope, prairielearn
+from autograder.delivery.gradescope import Gradescope
+from autograder.delivery.prairielearn import PrairieLearn
 from autograder.delivery.submissions import collect
 from autograder.nbgrader import pipeline as steps
 
@@ -132,11 +133,11 @@ def test_gradescope_and_prairielearn_give_the_same_status(uploads, case, tmp_pat
     status = uploads[1][case]
     scope = tmp_path / "gradescope"
     intake_cases.build(case, scope / "submission", "attention.py", SOLUTION)
-    data = gradescope.run(scope, COURSE, sandbox=False)
+    data = Gradescope().run(scope, COURSE, sandbox=False)
     assert (data["output"], data["score"], data["tests"]) == (status, 0.0, [])
     learn = tmp_path / "prairielearn"
     intake_cases.build(case, learn / "student", "attention.py", SOLUTION)
-    data = prairielearn.run(learn, COURSE, sandbox=False)
+    data = PrairieLearn().run(learn, COURSE, sandbox=False)
     assert (data["gradable"], data["format_errors"]) == (False, [status])
 
 
@@ -144,9 +145,10 @@ RUN_PLATFORMS = """
 import json, sys
 from pathlib import Path
 from autograder.core.manifest import load_course
-from autograder.delivery import gradescope, prairielearn
+from autograder.delivery.gradescope import Gradescope
+from autograder.delivery.prairielearn import PrairieLearn
 course, root = load_course(Path.cwd()), Path(sys.argv[1])
-answers = {case.name: [gradescope.run(case / "gs", course), prairielearn.run(case / "pl", course)]
+answers = {case.name: [Gradescope().run(case / "gs", course), PrairieLearn().run(case / "pl", course)]
            for case in sorted(root.iterdir())}
 print(json.dumps(answers))
 """
@@ -199,7 +201,7 @@ def test_nbgrader_collect_refuses_the_same_uploads_with_the_same_status(uploads,
     for case in CASES:
         status = refused[case]
         assert status == _status(intake, inbox / case, tmp_path / case, {"attention.ipynb"},
-                                 max_bytes=steps.NOTEBOOK_BYTES), case
+                                 max_bytes=COURSE.limits.notebook_bytes), case
         assert f"not collected: {case}: {status}" in printed, case
         assert intake_cases.EXPECTED[case].format(file="attention.ipynb") in status, status
         if case != "oversize":  # (a notebook's limit is not a unit file's)

@@ -28,6 +28,8 @@ LAYERS = {
     "nbgrader": 5,  # a delivery path built on delivery's own (the class report)
     "cli": 6,  # autograder/cli.py and autograder/__init__.py
 }
+# Folders of data, not layers: the engine's message catalogues (autograder/core/i18n.py).
+DATA = ("locale",)
 # What the box holds besides core (autograder.sandbox.contents.BOXED): it may import only these.
 BOXED = {"core", "sandbox.inside"}
 
@@ -79,8 +81,9 @@ def _violations(modules: dict[str, Path]) -> list[str]:
 
 def test_every_engine_folder_is_a_known_layer():
     """Each sub-folder of autograder/ is one of the layers (a new one needs its place in LAYERS)."""
-    folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    folders = {p.name for p in ENGINE.iterdir() if p.is_dir() and p.name not in ("__pycache__", *DATA)}
     assert folders == set(LAYERS) - {"cli"}, sorted(folders ^ (set(LAYERS) - {"cli"}))
+    assert not [p for name in DATA for p in (ENGINE / name).rglob("*.py")], "a data folder holds no module"
 
 
 def test_engine_imports_only_downwards():
@@ -153,7 +156,7 @@ def test_course_name_check_catches_a_brand_and_a_path():
 # the session and the modules it is built on may call them (autograder/grading/session.py).
 STARTERS = {"prestart", "Pool", "acquire", "import_grader"}
 SESSION_SIDE = {"autograder.grading.session", "autograder.grading.forking", "autograder.grading.parallel",
-                "autograder.sandbox.zygote", "autograder.sandbox.host"}
+                "autograder.sandbox.pool", "autograder.sandbox.host"}
 
 
 def _starts(path: Path) -> list[tuple[int, str]]:
@@ -176,7 +179,62 @@ def test_every_entry_point_starts_grading_through_the_session():
 
 
 def test_session_check_catches_a_pool_started_by_hand(tmp_path):
-    (tmp_path / "entry.py").write_text("from autograder.sandbox import zygote\npool = zygote.Pool.acquire(course)\n"
-                                       "from autograder.sandbox.zygote import prestart\nprestart(course)\n")
+    (tmp_path / "entry.py").write_text("from autograder.sandbox import pool\nzygote = pool.Pool.acquire(course)\n"
+                                       "from autograder.sandbox.pool import prestart\nprestart(course)\n")
     found = _own_starts({"autograder.delivery.entry": tmp_path / "entry.py"})
     assert [f.split(": ")[1].split(";")[0] for f in found] == ["calls acquire()", "calls prestart()"], found
+
+
+# The platforms (autograder/delivery/platform.py): each module that defines one imports the base
+# module, never another platform's module; what two platforms share lives in the base module.
+PLATFORM_BASE = "autograder.delivery.platform"
+
+
+def _targets(path: Path) -> set[str]:
+    """Every engine module ``path`` imports, ``from package import module`` included."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {t for t in found if t.split(".")[0] == "autograder"}
+
+
+def _classes(path: Path) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)]
+
+
+def _platform_imports(modules: dict[str, Path]) -> tuple[set[str], list[str]]:
+    """(the platform modules: those defining a subclass of a class of the base module, the
+    imports of one platform module by another)."""
+    bases = {c.name for c in _classes(modules[PLATFORM_BASE])}
+    named = lambda base: base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")  # noqa: E731
+    platforms = {name for name, path in modules.items() if name != PLATFORM_BASE
+                 and any(named(b) in bases for c in _classes(path) for b in c.bases)}
+    bad = [f"{name} imports {target}: a platform module imports only {PLATFORM_BASE}, never another platform's"
+           for name in sorted(platforms) for target in sorted(_targets(modules[name]))
+           if any(target == other or target.startswith(other + ".") for other in platforms - {name})]
+    return platforms, bad
+
+
+def test_no_platform_module_imports_another():
+    """Gradescope, PrairieLearn and Classroom each subclass Platform, and none imports another."""
+    platforms, bad = _platform_imports(_modules())
+    assert {"autograder.delivery.gradescope", "autograder.delivery.prairielearn",
+            "autograder.delivery.classroom"} <= platforms, platforms
+    assert bad == []
+
+
+def test_platform_check_catches_a_platform_importing_another(tmp_path):
+    (tmp_path / "base.py").write_text("class Platform:\n    pass\n\nclass HostedPlatform(Platform):\n    pass\n")
+    (tmp_path / "one.py").write_text("from autograder.delivery.platform import HostedPlatform\n"
+                                     "class One(HostedPlatform):\n    pass\n")
+    (tmp_path / "two.py").write_text("from autograder.delivery import one\nfrom autograder.delivery import platform\n"
+                                     "class Two(platform.Platform):\n    pass\n")
+    (tmp_path / "three.py").write_text("from autograder.delivery.one import One\nfrom autograder.delivery.two import Two\n")
+    platforms, bad = _platform_imports({PLATFORM_BASE: tmp_path / "base.py", "autograder.delivery.one": tmp_path / "one.py",
+                                        "autograder.delivery.two": tmp_path / "two.py",
+                                        "autograder.delivery.three": tmp_path / "three.py"})
+    assert platforms == {"autograder.delivery.one", "autograder.delivery.two"}, platforms
+    assert len(bad) == 1 and bad[0].startswith("autograder.delivery.two imports autograder.delivery.one:"), bad

@@ -1,100 +1,74 @@
-"""The lesson notebooks run as a student runs them: headless, top to bottom, in a student's bundle.
+"""The lesson notebooks run as a student runs them: headless, top to bottom, in the student's bundle,
+installed as its README says in a fresh venv (``student_bundle``, shared with test_bundle.py).
 
-A bundle (``attn-course release``) is made twice: as released (every unit a stub) and with the
-reference copied into its ``assignments/``, as a student who finished every file has it. In each,
-``python -m course.lessons`` writes the lessons and nbclient executes every notebook as
-``jupyter nbconvert --execute`` does (it stops at the first cell that raises, unless the cell is
-tagged ``raises-exception``), with the setup cell untouched but for ``SIZE = "small"`` injected
-after it (papermill's way with a ``parameters`` cell). The notebook must complete; on the
-finished code every test passes and every demo shows its plot exactly once; on the stubs every
-demo says, in one line, which file to implement and where it took it from; and no output holds a
-warning or the profiler's lines.
-
-English runs every notebook both ways; Chinese, whose code cells are the English ones
-(test_lesson_languages.py), runs one notebook both ways: about 110 s in all on one core.
+In each language's bundle, the lessons are written by the README's ``python -m course.lessons``
+and every notebook is executed by nbclient, in that venv's own kernel, as ``jupyter nbconvert
+--execute`` does (it stops at the first cell that raises, unless the cell is tagged
+``raises-exception``): once as released (every unit a stub) and once with the reference copied
+into ``assignments/`` (a student who finished every file). The setup cell is untouched but for
+``SIZE = "small"`` injected after it (papermill's way with a ``parameters`` cell). nbclient is
+this test's tool, installed into the venv beside the bundle (a student opens the notebooks in
+Jupyter or VS Code instead). The notebook must complete; on the finished code every test passes
+and every demo shows its plot exactly once; on the stubs every demo says, in one line, which file
+to implement and where it took it from; and no output holds a warning or the profiler's lines.
 """
 from __future__ import annotations
 
-import os
+import contextlib
 import re
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
+from student_bundle import LANGS, UNITS, find_uv, finished, run
+
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+pytestmark = pytest.mark.xdist_group("bundle")
 
-from course import lessons  # noqa: E402
-
-pytestmark = pytest.mark.xdist_group("lesson_notebooks")
-
-UNITS = list(lessons.lesson_course().units)
-DEMO_TAG = lessons.lesson_course().brand.demo_tag
-ASSIGNMENTS = lessons.lesson_course().assignments.relative_to(ROOT)
 STRAY = re.compile(r"Warning\b|warnings\.warn|profiler_st|USDT:|STAGE:|ActivityProfiler")
-# Every English notebook both ways; Chinese, whose code cells are the English ones, one notebook both ways.
-RUNS = [(lang, variant, unit) for lang in ("en", "zh") for variant in ("stubs", "finished") for unit in UNITS
-        if lang == "en" or unit == "positional_encoding"]
+RUNS = [(lang, variant) for lang in LANGS for variant in ("stubs", "finished")]
+# Run by the bundle's venv: executes a notebook as nbconvert does, SIZE = "small" injected after
+# its parameters cell; writes the executed notebook, or exits 1 where nbconvert would stop.
+EXECUTE = """
+import sys, time, nbclient, nbformat
+from pathlib import Path
+path, out = Path(sys.argv[1]), Path(sys.argv[2])
+nb = nbformat.read(str(path), as_version=4)
+setup = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+injected = nbformat.v4.new_code_cell('SIZE = "small"')
+injected.metadata["tags"] = ["injected-parameters"]
+nb.cells.insert(setup + 1, injected)
+start = time.perf_counter()
+nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+nb.metadata["seconds"] = round(time.perf_counter() - start, 1)
+nbformat.write(nb, str(out))
+"""
 
 
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory) -> dict[str, Path]:
-    """The released bundle, and a copy whose assignments/ hold the reference (a finished student)."""
-    base = tmp_path_factory.mktemp("lesson_bundles")
-    stubs = base / "stubs"
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "release", str(stubs)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    finished = base / "finished"
-    shutil.copytree(stubs, finished)
-    for unit in lessons.lesson_course().units.values():
-        shutil.copyfile(ROOT / "solutions" / unit.file, finished / ASSIGNMENTS / unit.file)
-    return {"stubs": stubs, "finished": finished}
-
-
-def bundle_env(bundle: Path) -> dict[str, str]:
-    """What an installed bundle gives a process: its packages first on the path, its own course."""
-    env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_COURSE_ROOT"}
-    return {**env, "PYTHONPATH": str(bundle), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-
-
-@pytest.fixture(scope="module")
-def written(bundles) -> dict[tuple[str, str], Path]:
-    """(variant, lang) -> the folder where ``python -m course.lessons`` wrote that bundle's lessons."""
-    out = {}
-    for variant, bundle in bundles.items():
-        for lang in ("en", "zh"):
-            folder = bundle / f"lessons_{lang}"
-            proc = subprocess.run([sys.executable, "-m", "course.lessons", folder.name, "--lang", lang], cwd=bundle,
-                                  capture_output=True, text=True, timeout=300, env=bundle_env(bundle))
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            out[variant, lang] = folder
-    return out
-
-
-def run_headless(path: Path, bundle: Path, monkeypatch) -> nbformat.NotebookNode:
-    """Execute the notebook at ``path`` as ``jupyter nbconvert --execute`` does, in its folder, with
-    ``SIZE = "small"`` injected after its parameters cell; raises where nbconvert would stop."""
-    nb = nbformat.read(str(path), as_version=4)
-    setup = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    injected = nbformat.v4.new_code_cell('SIZE = "small"')
-    injected.metadata["tags"] = ["injected-parameters"]
-    nb.cells.insert(setup + 1, injected)
-    for name, value in bundle_env(bundle).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AUTOGRADER_COURSE_ROOT", raising=False)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
-    return nb
+@pytest.fixture(scope="module", params=RUNS, ids=[f"{lang}-{variant}" for lang, variant in RUNS])
+def executed(request, student_bundles) -> dict:
+    """One bundle's lessons, written by its README's command and each executed headless in its venv,
+    on the stubs or on finished work: {"lang", "variant", "assignments", "notebooks": unit -> the
+    executed notebook, or the error that stopped it}."""
+    lang, variant = request.param
+    bundle = student_bundles[lang]
+    python, tool = bundle["python"], bundle["top"] / "nbclient-installed"
+    if not tool.exists():
+        run(find_uv(), "pip", "install", "--quiet", "--python", python, "nbclient", cwd=bundle["top"], timeout=600)
+        tool.touch()
+    folder, executed_dir = bundle["top"] / f"lessons-{variant}", bundle["top"] / f"executed-{variant}"
+    executed_dir.mkdir()
+    jupyter = bundle["top"] / "jupyter-data"  # no kernel spec of this machine's user: the venv's own
+    with finished(bundle) if variant == "finished" else contextlib.nullcontext():
+        run(python, "-m", "course.lessons", folder, cwd=bundle["root"], venv=bundle["venv"])
+        notebooks = {}
+        for unit in UNITS:
+            out = executed_dir / f"{unit}.ipynb"
+            proc = run(python, "-c", EXECUTE, folder / f"{unit}.ipynb", out, cwd=folder, venv=bundle["venv"],
+                       check=False, timeout=900, env={"JUPYTER_DATA_DIR": str(jupyter), "JUPYTER_PATH": "",
+                                                      "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+            notebooks[unit] = nbformat.read(str(out), as_version=4) if proc.returncode == 0 else proc.stderr[-4000:]
+    return {"lang": lang, "variant": variant, "assignments": bundle["root"] / "assignments", "notebooks": notebooks}
 
 
 def texts(cell) -> list[str]:
@@ -123,11 +97,10 @@ def is_demo(cell) -> bool:
     return cell.cell_type == "code" and "run_and_show(" in cell.source
 
 
-@pytest.mark.parametrize("lang, variant, unit", RUNS, ids=[f"{lang}-{variant}-{unit}" for lang, variant, unit in RUNS])
-def test_a_lesson_notebook_runs_headless(lang, variant, unit, bundles, written, monkeypatch):
-    start = time.perf_counter()
-    nb = run_headless(written[variant, lang] / f"{unit}.ipynb", bundles[variant], monkeypatch)
-    seconds = time.perf_counter() - start
+@pytest.mark.parametrize("unit", UNITS)
+def test_a_lesson_notebook_runs_headless(executed, unit):
+    lang, variant, nb = executed["lang"], executed["variant"], executed["notebooks"][unit]
+    assert not isinstance(nb, str), f"{lang}/{unit} ({variant}): the notebook stopped:\n{nb}"
     code = [c for c in nb.cells if c.cell_type == "code"]
     demos = [c for c in code if is_demo(c)]
     assert demos, f"{unit}: no demo cell ran"
@@ -150,10 +123,10 @@ def test_a_lesson_notebook_runs_headless(lang, variant, unit, bundles, written, 
         for cell in demos:
             shown = "".join(texts(cell))
             assert images(cell) == 0 and "not run yet: implement " in shown, f"{lang}/{unit}: {shown!r}"
-            assert re.search(r"implement \w+\.py first", shown) and str(bundles[variant] / ASSIGNMENTS) in shown, (
+            assert re.search(r"implement \w+\.py first", shown) and str(executed["assignments"]) in shown, (
                 f"{lang}/{unit}: the demo should name the file to write and where it took it from: {shown!r}")
             assert not any(o.output_type == "error" for o in cell.outputs), f"{lang}/{unit}: a demo cell raised"
         tests = [c for c in code if is_test(c) and "public_test(" in c.source]
         assert tests and all(any("not implemented yet" in t for t in texts(c)) for c in tests), (
             f"{lang}/{unit}: each public test should say the unit is not implemented yet")
-    print(f"{lang}/{unit} ({variant}): {seconds:.1f} s")
+    print(f"{lang}/{unit} ({variant}): {nb.metadata['seconds']} s")

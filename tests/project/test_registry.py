@@ -44,6 +44,11 @@ def pieces(course: Course, unit: Unit) -> dict[str, Path]:
     }
     for lang in languages(course):
         found[f"lesson ({lang})"] = course.lessons / lang / f"{name}.md"
+    for lang in languages(course):  # the conceptual questions' answers (instructors only)
+        found[f"answer key ({lang})"] = course.root / "course" / "answer_key" / lang / f"{name}.md"
+    for lang in languages(course):  # the page in the lessons' other languages (test_api_page_languages.py)
+        if lang != course.language:
+            found[f"API section ({lang})"] = course.api.with_name(f"{course.api.stem}.{lang}{course.api.suffix}")
     return found
 
 
@@ -67,7 +72,7 @@ def missing(course: Course, unit: Unit) -> dict[str, str]:
             wrong[what] = f"{where} does not exist"
         elif what in SUITES and suite_unit(path) != unit.name:
             wrong[what] = f"{where}: pytestmark names {suite_unit(path)!r}, not {unit.name!r}"
-        elif what == "API section" and not re.search(rf"^## \d+\. `{re.escape(unit.file)}`",
+        elif what.startswith("API section") and not re.search(rf"^## \d+\. `{re.escape(unit.file)}`",
                                                     path.read_text(encoding="utf-8"), re.M):
             wrong[what] = f"{where} has no heading '## N. `{unit.file}`'"
     return wrong
@@ -131,20 +136,23 @@ def test_the_check_names_exactly_what_a_new_unit_lacks(tmp_path):
         have[what].write_text(text, encoding="utf-8")
     wrong = missing(course, unit)
     assert list(wrong) == ["public suite", "oracle", "mutants", "alternatives", "notebook", "API section",
-                           "lesson (zh)"]
+                           "lesson (zh)", "answer key (en)", "answer key (zh)", "API section (zh)"]
     assert wrong["public suite"] == "tests/public/test_toy_public.py: pytestmark names 'attention', not 'toy'"
     assert wrong["oracle"] == "tests/hidden/oracles_toy.py does not exist"
     assert wrong["API section"] == "docs/course-api.md has no heading '## N. `toy.py`'"
+    assert wrong["API section (zh)"] == "docs/course-api.zh.md does not exist"
 
-    have["API section"].write_text("## 6. `toy.py` — a toy\n", encoding="utf-8")
-    for what in ("oracle", "mutants", "alternatives", "notebook", "lesson (zh)"):
+    for page in ("API section", "API section (zh)"):
+        have[page].write_text("## 6. `toy.py` — a toy\n", encoding="utf-8")
+    for what in ("oracle", "mutants", "alternatives", "notebook", "lesson (zh)", "answer key (en)", "answer key (zh)"):
         have[what].parent.mkdir(parents=True, exist_ok=True)
         have[what].write_text("", encoding="utf-8")
     shutil.copyfile(have["hidden suite"], have["public suite"])
     assert missing(course, unit) == {}
 
     assert orphans(course) == []
-    for stray in ("tests/mutants/ghost.toml", "tests/hidden/oracles_ghost.py", "course/lessons/zh/ghost.md"):
+    for stray in ("tests/mutants/ghost.toml", "tests/hidden/oracles_ghost.py", "course/lessons/zh/ghost.md",
+                  "course/answer_key/en/ghost.md"):
         (tmp_path / stray).write_text("", encoding="utf-8")
-    assert orphans(course) == ["course/lessons/zh/ghost.md", "tests/hidden/oracles_ghost.py",
-                               "tests/mutants/ghost.toml"]
+    assert orphans(course) == ["course/answer_key/en/ghost.md", "course/lessons/zh/ghost.md",
+                               "tests/hidden/oracles_ghost.py", "tests/mutants/ghost.toml"]

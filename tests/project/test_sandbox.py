@@ -28,12 +28,12 @@ from modes import NO_NAMESPACES
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 from autograder.sandbox.host import SandboxSubject
-from autograder.sandbox import zygote
+from autograder.sandbox import pool as sandbox_pool
 from autograder.sandbox import resources
 from autograder.sandbox.resources import processes_of
-from autograder.sandbox.zygote import isolation_mode, landlock_abi
+from autograder.sandbox.isolation import isolation_mode, landlock_abi
 from autograder.core.protocol import Call, New, Result, StudentError
-from autograder.core.subject import TIMEOUTS_PER_UNIT
+from autograder.core.settings import DEFAULTS
 
 COURSE = load_course(ROOT)
 # The course with its [rules] off: the sandbox's own tests need hostile code to run, as code that
@@ -44,7 +44,7 @@ sys.path.insert(0, str(HOSTILE))
 import generated  # noqa: E402
 
 TIMEOUT = 0.5  # per call, for the hostile runs
-# Per call, for the endless loops: each unit waits out TIMEOUTS_PER_UNIT limits, spinning a core; at
+# Per call, for the endless loops: each unit waits out timeouts_per_unit limits, spinning a core; at
 # 1 s, waiting once per test (the rule before issue 43) would take the run past the bound checked.
 LOOP_TIMEOUT = 1.0
 # What the sleepers of session_children (rewritten on copy) and of test_closing_leaves_nothing
@@ -54,22 +54,20 @@ CORPUS_MARK = "987654321"
 MARK = f"9{os.getpid():08d}"
 
 # Driver run in a fresh interpreter: grade, then report what the sandbox used. Optional:
-# smaller limits (module attributes of autograder.sandbox.host), and a process name to watch for
+# smaller limits (the course's, autograder.core.settings.Limits fields), and a process name to watch for
 # each time a worker starts (what another submission left running then).
 DRIVER = textwrap.dedent("""
     import dataclasses, json, os, sys, time
     from pathlib import Path
-    from autograder.sandbox import host as sandbox
-    from autograder.sandbox import contents, resources, zygote
+    from autograder.sandbox import contents, isolation, resources
+    from autograder.sandbox.pool import Pool
     from autograder.grading.grade import grade
     from autograder.core.manifest import load_course
     spec = json.loads(sys.argv[1])
-    for name, value in spec["limits"].items():
-        setattr(sandbox, name, value)
-    zygote._MODE = spec["mode"] or zygote.isolation_mode()
+    isolation._MODE = spec["mode"] or isolation.isolation_mode()
     spawned = []
     if spec["watch"]:
-        original = zygote.Pool.spawn
+        original = Pool.spawn
 
         def spawn(pool, holder, *args):
             out = original(pool, holder, *args)
@@ -83,9 +81,10 @@ DRIVER = textwrap.dedent("""
             spawned.append([holder.folder.name, alive])
             return out
 
-        zygote.Pool.spawn = spawn
+        Pool.spawn = spawn
     start = time.monotonic()
     course = load_course()
+    course = dataclasses.replace(course, limits=dataclasses.replace(course.limits, **spec["limits"]))
     if not spec["allow_list"]:
         course = dataclasses.replace(course, rules=None)
     results = grade(course, [Path(p) for p in spec["paths"]], units=spec["units"],
@@ -93,7 +92,7 @@ DRIVER = textwrap.dedent("""
     print(json.dumps({"seconds": time.monotonic() - start, "results": [r.to_dict() for r in results],
                       "uids": resources.USED_UIDS, "folders": sorted(set(resources.USED_FOLDERS)),
                       "spawned": spawned, "sites": sorted(contents.package_entries()) if spec["sandbox"] else [],
-                      "mode": zygote._MODE, "warning": zygote.mode_warning(zygote._MODE)}))
+                      "mode": isolation._MODE, "warning": isolation.mode_warning(isolation._MODE)}))
 """)
 
 
@@ -218,7 +217,7 @@ def test_endless_loop_waits_out_two_call_limits_per_unit(loop_run, case):
     assert unit["score"] == 0
     failed = [t["output"] for t in unit["tests"] if t["status"] == "failed"]
     waited = [o for o in failed if "time budget exhausted: an endless loop?" not in o]
-    assert len(waited) == TIMEOUTS_PER_UNIT and all("timed out after" in o for o in waited), waited
+    assert len(waited) == DEFAULTS.timeouts_per_unit and all("timed out after" in o for o in waited), waited
     # The other tests end at once, naming the function that timed out first.
     ended = [o for o in failed if o not in waited]
     functions = ("softmax", "causal_mask", "scaled_dot_product_attention")
@@ -229,7 +228,7 @@ def test_endless_loop_waits_out_two_call_limits_per_unit(loop_run, case):
 def test_endless_loops_finish_within_their_limits(loop_run):
     # Each unit waits twice: the time limit, the kill grace (0.5 s here) and a restart; then the
     # grade's own work on its tests.
-    budget = len(LOOPS) * TIMEOUTS_PER_UNIT * (LOOP_TIMEOUT + 0.5 + 0.5) + 60
+    budget = len(LOOPS) * DEFAULTS.timeouts_per_unit * (LOOP_TIMEOUT + 0.5 + 0.5) + 60
     assert loop_run["seconds"] <= budget, (loop_run["seconds"], budget)
     assert not loop_run["leftovers"], loop_run["leftovers"]
 
@@ -292,7 +291,7 @@ MEMORY = 256 << 20  # the memory cgroup of the resources run
 def resources_run(corpus) -> dict:
     """The stand-in import on both units it targets, and memfd hoarding under a small memory cgroup."""
     cases = ["stand_in_import", "memfd_hoard"]
-    run = drive([corpus[c] for c in cases], ["attention", "multi_head"], timeout=5.0, limits={"WORKER_MEMORY": MEMORY},
+    run = drive([corpus[c] for c in cases], ["attention", "multi_head"], timeout=5.0, limits={"worker_memory": MEMORY},
                 allow_list=False)
     run["by_case"] = dict(zip(cases, run["results"]))
     run["leftovers"] = leftovers(run)
@@ -318,7 +317,7 @@ def test_memfd_hoarding_is_bounded_by_the_memory_cgroup(resources_run):
 
 
 SLOW = 0.7  # seconds per softmax call of the slow but correct submission
-BUDGETS = {"TEST_BUDGET": 3.0, "UNIT_BUDGET": 8.0, "WRITE_LIMIT": 1.0}
+BUDGETS = {"test_budget": 3.0, "unit_budget": 8.0, "write_limit": 1.0}
 
 
 @pytest.fixture(scope="session")
@@ -331,7 +330,7 @@ def budget_run(corpus, tmp_path_factory) -> dict:
 
 def test_budgets_bound_slow_and_jamming_submissions(budget_run):
     # Per submission: its unit budget, then the trusted side's own work on the remaining tests.
-    bound = 2 * (BUDGETS["UNIT_BUDGET"] + 20) + 60
+    bound = 2 * (BUDGETS["unit_budget"] + 20) + 60
     assert budget_run["seconds"] <= bound, (budget_run["seconds"], bound)
     jam, slow = (r["units"]["attention"] for r in budget_run["results"])
     assert jam["score"] == 0
@@ -340,11 +339,9 @@ def test_budgets_bound_slow_and_jamming_submissions(budget_run):
     assert not budget_run["leftovers"], budget_run["leftovers"]
 
 
-def test_writes_to_a_worker_have_a_deadline(corpus, monkeypatch):
-    from autograder.sandbox import host as sandbox
-
-    monkeypatch.setattr(sandbox, "WRITE_LIMIT", 1.0)
-    with SandboxSubject(RAW, corpus["pipe_shrink"], timeout=10.0) as subject:
+def test_writes_to_a_worker_have_a_deadline(corpus):
+    course = dataclasses.replace(RAW, limits=dataclasses.replace(RAW.limits, write_limit=1.0))
+    with SandboxSubject(course, corpus["pipe_shrink"], timeout=10.0) as subject:
         assert subject.status("attention") is None
         start = time.monotonic()
         with pytest.raises(StudentError) as caught:
@@ -519,7 +516,8 @@ def test_worker_sees_no_answers(tmp_path, monkeypatch):
     (tmp_path / "attention.py").write_text(probe, encoding="utf-8")
     # The probe walks the box's whole file system: 14 s on a loaded 2-core machine and over 30 s in CI,
     # past a student's call limit and test budget, which are not what this test checks.
-    with SandboxSubject(RAW, tmp_path, timeout=120, test_budget=240, unit_budget=240) as subject:
+    course = dataclasses.replace(RAW, limits=dataclasses.replace(RAW.limits, test_budget=240.0, unit_budget=240.0))
+    with SandboxSubject(course, tmp_path, timeout=120) as subject:
         assert subject.status("attention") is None
         facts = subject.run(Call("attention", "softmax", (torch.zeros(1),))).output.tolist()
     expected = [c for c in CHECKS if os.geteuid() == 0 or c not in NEEDS_ROOT]
@@ -605,11 +603,11 @@ def test_a_grading_process_gone_takes_its_workers_and_no_others(tmp_path, monkey
     with SandboxSubject(RAW, tmp_path) as ours:
         ours.run(call)
         conn, env = ours._pool.attach()
-        spec = {**json.loads(env[zygote.ATTACH]), "fd": os.dup(conn.fileno())}  # as the started process gets it
+        spec = {**json.loads(env[sandbox_pool.ATTACH]), "fd": os.dup(conn.fileno())}  # as the started process gets it
         conn.close()
-        attached = zygote.AttachedPool(COURSE, spec)
+        attached = sandbox_pool.AttachedPool(COURSE, spec)
         attached.users = 1  # released when their subject closes
-        monkeypatch.setattr(zygote.Pool, "acquire", classmethod(lambda cls, course: attached))
+        monkeypatch.setattr(sandbox_pool.Pool, "acquire", classmethod(lambda cls, course: attached))
         theirs = SandboxSubject(RAW, tmp_path)
         monkeypatch.undo()
         theirs.run(call)
@@ -843,12 +841,13 @@ def test_the_worker_reads_frames_that_arrive_together_or_in_pieces():
 
 
 @pytest.mark.parametrize("header", [
-    {"values": {"x": {"$": "tensor", "dtype": "float32", "shape": [4], "at": [0, 16], "device": "cpu"}}},  # no data
-    {"values": {"x": {"$": "tensor", "dtype": "float32", "shape": [2], "at": [0, 4], "device": "cpu"}}},  # wrong size
-    {"values": {"x": {"$": "tensor", "dtype": "pickle", "shape": [1]}}},
-    {"values": {"x": {"$": "object", "v": "os.system"}}},
-    {"values": {"x": {"untagged": 1}}},
-    {"values": {"x": {"$": "tensor", "dtype": "float32", "shape": [1], "at": [0, 4], "device": "cuda:0"}}},
+    {"values": {"x": {"tensor": [0, 16], "dtype": "float32", "shape": [4], "device": "cpu"}}},  # no data
+    {"values": {"x": {"tensor": [0, 4], "dtype": "float32", "shape": [2], "device": "cpu"}}},  # wrong size
+    {"values": {"x": {"tensor": None, "dtype": "pickle", "shape": [1]}}},
+    {"values": {"x": {"tensor": [0, 4], "dtype": "float32", "shape": [1]}}},  # no device
+    {"values": {"x": {"object": "os.system"}}},
+    {"values": {"x": {"untagged": 1, "v": 2}}},
+    {"values": {"x": {"tensor": [0, 4], "dtype": "float32", "shape": [1], "device": "cuda:0"}}},
 ])
 def test_transport_rejects_malformed(header):
     with pytest.raises(transport.ProtocolError):

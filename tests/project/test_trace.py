@@ -11,8 +11,9 @@ The scheme, which CONTRIBUTING.md ("Writing a unit's tests") states for authors:
     a new rule takes the next free number. Text without an id explains; what a unit may call and use
     (forbidden functions, kernel families, the allow-list) is the grader's to enforce, before any test
     runs, and carries no id.
-  * **Citations in the tests.** Every graded test (a ``test*`` function with a ``points`` marker) of the
-    hidden and public suites names the ids it checks in a comment right under its docstring::
+  * **Citations in the tests.** Every graded test of the hidden and public suites (every test of the
+    rubric, :func:`autograder.authoring.rubric.rubrics`: what the grading plugin collects) names the ids
+    it checks in a comment right under its docstring::
 
         def test_scale_is_one_over_sqrt_dim(subject, ...):
             \"\"\"the default scale is 1/sqrt(E): ...\"\"\"
@@ -34,6 +35,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.authoring.rubric import rubrics
 from autograder.core.manifest import load_course
 from conftest import ROOT
 
@@ -109,33 +111,17 @@ def page_rules(page: str, files: dict[str, str], problems: list[str]) -> dict[st
     return rules
 
 
-def _points_marker(decorator: ast.expr) -> bool:
-    call = decorator if isinstance(decorator, ast.Call) else None
-    target = call.func if call else decorator
-    return isinstance(target, ast.Attribute) and target.attr == "points"
-
-
-def _unit_of(tree: ast.Module) -> str | None:
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-            for value in values:
-                if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "unit"
-                        and value.args and isinstance(value.args[0], ast.Constant)):
-                    return value.args[0].value
-    return None
-
-
-def citations(path: Path, problems: list[str]) -> dict[str, tuple[str, list[str]]]:
-    """Each graded test of ``path`` -> (its unit, the ids its ``# Checks:`` comment names)."""
+def citations(path: Path, graded: dict[str, str], problems: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """Each graded test of ``path`` -> (its unit, the ids its ``# Checks:`` comment names).
+    ``graded``: the rubric's tests, test id ("<file>::<function>") -> unit."""
     source = path.read_text(encoding="utf-8")
     lines, tree = source.splitlines(), ast.parse(source, str(path))
-    unit, found = _unit_of(tree) or "?", {}
+    found = {}
     for node in tree.body:
-        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test")
-                and any(_points_marker(d) for d in node.decorator_list)):
+        name = f"{path.name}::{getattr(node, 'name', '')}"
+        if not (isinstance(node, ast.FunctionDef) and name in graded):
             continue
-        name = f"{path.name}::{node.name}"
+        unit = graded[name]
         first = node.body[0]
         has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
         # The comment lines right under the docstring (between it and the next statement).
@@ -149,17 +135,20 @@ def citations(path: Path, problems: list[str]) -> dict[str, tuple[str, list[str]
         else:
             ids = m.group(1).split(", ")
         found[name] = (unit, ids)
+    unread = sorted(t for t in graded if t.startswith(f"{path.name}::") and t not in found)
+    problems += [f"{name}: no function of that name at the top of {path.name}, whose comment could cite" for name in unread]
     return found
 
 
-def trace(page: Path, folders: list[Path], files: dict[str, str]) -> Trace:
-    """The trace between ``page`` and the graded tests in ``folders`` (``files``: unit file -> unit)."""
+def trace(page: Path, folders: list[Path], files: dict[str, str], graded: dict[str, str]) -> Trace:
+    """The trace between ``page`` and the graded tests in ``folders`` (``files``: unit file -> unit;
+    ``graded``: the rubric's test ids -> unit)."""
     problems: list[str] = []
     rules = page_rules(page.read_text(encoding="utf-8"), files, problems)
     tests: dict[str, tuple[str, list[str]]] = {}
     for folder in folders:
         for path in sorted(folder.glob("test_*.py")):
-            tests.update(citations(path, problems))
+            tests.update(citations(path, graded, problems))
     for name, (_, ids) in tests.items():
         for rule_id in ids:
             if rule_id in rules:
@@ -192,7 +181,8 @@ def table(found: Trace, width: int = 110) -> str:
 
 def course_trace() -> Trace:
     files = {u.file: name for name, u in COURSE.units.items()}
-    return trace(COURSE.api, [COURSE.hidden_tests, COURSE.public_tests], files)
+    graded = {t.test_id: unit for unit, tests in rubrics(COURSE).items() for t in tests}
+    return trace(COURSE.api, [COURSE.hidden_tests, COURSE.public_tests], files, graded)
 
 
 def test_every_rule_has_a_test_and_every_test_a_rule():
@@ -257,7 +247,8 @@ def _toy(tmp_path: Path, page: str, tests: str) -> Trace:
     (tmp_path / "api.md").write_text(page, encoding="utf-8")
     (tmp_path / "suite").mkdir(exist_ok=True)
     (tmp_path / "suite" / "test_toy_properties.py").write_text(tests, encoding="utf-8")
-    return trace(tmp_path / "api.md", [tmp_path / "suite"], {"toy.py": "toy"})
+    graded = {f"test_toy_properties.py::{test}": "toy" for test in ("test_f_doubles", "test_bad_sizes")}
+    return trace(tmp_path / "api.md", [tmp_path / "suite"], {"toy.py": "toy"}, graded)
 
 
 def test_the_checker_reads_ids_sentences_and_citations(tmp_path):

@@ -42,8 +42,8 @@ def frame(header, blob: bytes = b"", *, n_head: int | None = None, n_blob: int |
     return struct.pack(">4sIQ", magic, *sizes) + head + blob
 
 
-def tensor(shape, dtype="float64", device="cpu", **extra) -> dict:
-    return {"$": "tensor", "dtype": dtype, "shape": shape, "device": device, **extra}
+def tensor(shape, dtype="float64", device="cpu", at=None, **extra) -> dict:
+    return {"tensor": at, "dtype": dtype, "shape": shape, "device": device, **extra}
 
 
 def reply(*values) -> dict:
@@ -61,7 +61,7 @@ def decode(data: bytes):
 def nested(depth: int):
     value = 0
     for _ in range(depth):
-        value = {"$": "list", "v": [value]}
+        value = [value]
     return value
 
 
@@ -79,8 +79,12 @@ CRAFTED = {
     "dtype that is not a string": frame(reply(tensor([2], dtype=["float32"], device="meta"))),
     "unknown device": frame(reply(tensor([2], device="tpu:0"))),
     "strides": frame(reply(tensor([2, 2], device="meta", stride=[0, 0]))),
-    "unknown tag": frame(reply({"$": "pickle", "v": "cos\nsystem\n"})),
+    "unknown tag": frame(reply({"pickle": "cos\nsystem\n"})),
     "untagged object": frame(reply({"shape": [2]})),
+    "two tags in one object": frame(reply({"tuple": [], "dict": {}})),
+    "a tag beside a tensor's fields": frame(reply(tensor([2], device="meta", tuple=[]))),
+    "malformed size": frame(reply({"size": [-1]})),
+    "dict whose key is a tensor": frame(reply({"dict": [[tensor([1], device="meta"), 1]]})),
     "data that does not match the shape": frame(reply(tensor([4], at=[0, 16])), bytes(16)),
     "data past the blob": frame(reply(tensor([4], at=[16, 32])), bytes(32)),
     "two tensors on the same bytes": frame(reply(tensor([2], at=[0, 16]), tensor([2], at=[0, 16])), bytes(16)),
@@ -91,10 +95,11 @@ CRAFTED = {
     "header that is not JSON": frame(b"\x80\x81 not json"),
     "header that is a list": frame(b"[1, 2]"),
     "values that are a list": frame({"values": [1]}),
-    "dict entry that is not a pair": frame(reply({"$": "dict", "v": [[1, 2, 3]]})),
-    "recipe with a tensor as target": frame(reply({"$": "new", "target": tensor([1], device="meta"),
-                                                   "args": {"$": "tuple", "v": []}, "kwargs": {"$": "dict", "v": []},
-                                                   "state": None})),
+    "dict entry that is not a pair": frame(reply({"dict": [[1, 2, 3]]})),
+    "recipe with a tensor as target": frame(reply({"new": tensor([1], device="meta"), "args": {"tuple": []},
+                                                   "kwargs": {"dict": {}}})),
+    "recipe with unknown fields": frame(reply({"new": "Linear", "args": {"tuple": []}, "kwargs": {"dict": {}},
+                                               "code": "os.system"})),
 }
 PREFIXES = {
     "bad magic": frame({"op": "result"}, magic=b"PKL0"),
@@ -182,9 +187,8 @@ def trusted_side(data):
         pass  # a wrong gradient, or meta values, fail the test; only the memory counts here
 
 def result(output, grad):
-    return {"output": output, "arg_grads": {"$": "tuple", "v": [grad]}, "kwarg_grads": {"$": "dict", "v": []},
-            "param_grads": {"$": "dict", "v": []}, "state": None, "buffers": None, "mutated": {"$": "list", "v": []},
-            "largest": None}
+    return {"output": output, "arg_grads": {"tuple": [grad]}, "kwarg_grads": {"dict": {}},
+            "param_grads": {"dict": {}}, "state": None, "buffers": None, "mutated": [], "largest": None}
 
 honest = transport.pack({"op": "result", "ok": True}, {
     "output": torch.randn(384, 1024), "arg_grads": (torch.randn(4, dtype=torch.float64),), "kwarg_grads": {},
@@ -192,12 +196,12 @@ honest = transport.pack({"op": "result", "ok": True}, {
 trusted_side(honest)
 baseline = peak()
 out = {"honest": baseline, "refused": [], "accepted": []}
-grad = {"$": "tensor", "dtype": "float64", "shape": [4], "device": "meta"}
+grad = {"tensor": None, "dtype": "float64", "shape": [4], "device": "meta"}
 attacks = {
-    "meta bomb": {"$": "tensor", "dtype": "float64", "shape": [2**26], "device": "meta"},
-    "meta at the limit": {"$": "tensor", "dtype": "float64", "shape": [transport.MAX_BLOB // 8 - 4], "device": "meta"},
-    "overflow": {"$": "tensor", "dtype": "float64", "shape": [2**39] * 4, "device": "meta"},
-    "many metas": {"$": "tuple", "v": [{"$": "tensor", "dtype": "float64", "shape": [2**20], "device": "meta"}] * 300},
+    "meta bomb": {"tensor": None, "dtype": "float64", "shape": [2**26], "device": "meta"},
+    "meta at the limit": {"tensor": None, "dtype": "float64", "shape": [transport.MAX_BLOB // 8 - 4], "device": "meta"},
+    "overflow": {"tensor": None, "dtype": "float64", "shape": [2**39] * 4, "device": "meta"},
+    "many metas": {"tuple": [{"tensor": None, "dtype": "float64", "shape": [2**20], "device": "meta"}] * 300},
 }
 for name, output in attacks.items():
     head = json.dumps({"op": "result", "ok": True, "values": result(output, grad)}).encode()
@@ -209,7 +213,7 @@ for name, output in attacks.items():
         out["refused"].append(name)
 # One reply at the limits: a full header (padded) and a full blob, one tensor over nearly all of it.
 n = transport.MAX_BLOB // 8 - 4
-big = {"$": "tensor", "dtype": "float64", "shape": [n], "device": "cpu", "at": [0, 8 * n]}
+big = {"tensor": [0, 8 * n], "dtype": "float64", "shape": [n], "device": "cpu"}
 head = json.dumps({"op": "result", "ok": True, "pad": "", "values": result(big, grad)}).encode()
 head = head.replace(b'"pad": ""', b'"pad": "' + b"x" * (transport.MAX_HEADER - len(head)) + b'"')
 assert len(head) == transport.MAX_HEADER

@@ -2,11 +2,11 @@
 
 Nothing here ever unpickles: a message is a JSON header plus one blob of
 raw tensor bytes (each tensor's dtype, shape and byte range are in the
-header; ``torch.frombuffer`` reads them, so no code can run on decoding). Values are tagged
-explicitly (tuples, lists, dicts, dtypes, devices, :class:`New` recipes,
-tensors), so the decoder builds only plain data and plain ``torch.Tensor``
-objects, and it checks every tensor against the dtype and shape its header
-declares. A frame from the worker is untrusted: anything malformed raises
+header; ``torch.frombuffer`` reads them, so no code can run on decoding). Values are written
+as the cases a student reads are (:mod:`autograder.core.value_codec`: tuples, lists, dicts,
+dtypes, devices, sizes, :class:`New` recipes, tensors, each tagged), exactly, so the decoder
+builds only plain data and plain ``torch.Tensor`` objects, and it checks every tensor against
+the dtype and shape its header declares. A frame from the worker is untrusted: anything malformed raises
 :class:`ProtocolError` (and nothing else), which the trusted side turns into
 a failed call.
 
@@ -33,8 +33,9 @@ import time
 
 import torch
 
+from autograder.core import value_codec
 from autograder.core.redact import MESSAGE_LIMIT, Redactor
-from autograder.core.subject import Call, New, Result, StudentError
+from autograder.core.subject import Call, Result, StudentError
 
 MAGIC = b"ATN1"
 _PREFIX = struct.Struct(">4sIQ")
@@ -48,13 +49,9 @@ MAX_DEPTH = 32
 READ_SIZE = 1 << 16
 # A reader buffers at most two whole frames: a worker answers one call at a time.
 MAX_BUFFERED = 2 * (_PREFIX.size + MAX_HEADER + MAX_BLOB)
-# The fields each tag may have; anything else (strides, storage offsets...) is refused.
-_KEYS = {"tuple": {"$", "v"}, "list": {"$", "v"}, "dict": {"$", "v"}, "size": {"$", "v"}, "dtype": {"$", "v"},
-         "device": {"$", "v"}, "new": {"$", "target", "args", "kwargs", "state"},
-         "tensor": {"$", "dtype", "shape", "device", "at"}}
 
 _DTYPES: dict[str, torch.dtype] = {
-    str(d).removeprefix("torch."): d
+    value_codec.dtype_name(d): d
     for d in (
         torch.float16, torch.bfloat16, torch.float32, torch.float64,
         torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
@@ -72,14 +69,18 @@ class ProtocolError(Exception):
 
 
 # -- values ------------------------------------------------------------------
-# A grade sends about 4,600 calls, 5 tensors each, and gets their results: the
-# coders below take the common cases (plain values, CPU tensors) first.
+# The cases' JSON (autograder.core.value_codec), exact: what arrives is what was sent. A grade
+# sends about 4,600 calls, 5 tensors each, and gets their results: the coders take the common
+# cases (plain values, CPU tensors) first. A tensor is {"tensor": [offset, bytes] or null (meta
+# or empty), "dtype": name, "shape": [...], "device": name}: its data lies at offset in the blob.
 
-_PLAIN = frozenset((type(None), bool, int, float, str))
 _DTYPE_NAMES = {d: name for name, d in _DTYPES.items()}
+_TENSOR_FIELDS = frozenset(("tensor", "dtype", "shape", "device"))  # anything else (strides...) is refused
 
 
-class _Encoder:
+class _Encoder(value_codec.Encoder):
+    max_depth = MAX_DEPTH
+
     def __init__(self):
         self.chunks: list[bytes] = []
         self.offset = 0
@@ -89,45 +90,14 @@ class _Encoder:
             raise TypeError(f"the tensors come to {self.offset} bytes; at most {MAX_BLOB} can be sent")
         return b"".join(self.chunks)
 
-    def value(self, x, depth: int = 0):
-        kind = type(x)
-        if kind in _PLAIN:
-            return x
-        if kind is torch.Tensor or kind is torch.nn.Parameter:
-            return self.tensor(x)
-        if kind is tuple or kind is list or kind is dict:
-            if depth >= MAX_DEPTH and x:  # its items would lie deeper than the limit
-                raise TypeError("value nested too deeply to send")
-            depth += 1
-            if kind is dict:
-                return {"$": "dict", "v": [[k if type(k) in _PLAIN else self.value(k, depth),
-                                            v if type(v) in _PLAIN else self.value(v, depth)] for k, v in x.items()]}
-            return {"$": "tuple" if kind is tuple else "list",
-                    "v": [v if type(v) in _PLAIN else self.value(v, depth) for v in x]}
-        if isinstance(x, torch.Tensor):
-            raise TypeError(f"a tensor subclass ({kind.__name__}) cannot be sent")
-        if kind is torch.Size:
-            return {"$": "size", "v": [int(n) for n in x]}
-        if kind is torch.dtype:
-            return {"$": "dtype", "v": str(x).removeprefix("torch.")}
-        if kind is torch.device:
-            return {"$": "device", "v": str(x)}
-        if kind is New:
-            if depth >= MAX_DEPTH:
-                raise TypeError("value nested too deeply to send")
-            depth += 1
-            return {"$": "new", "target": x.target, "args": self.value(x.args, depth),
-                    "kwargs": self.value(x.kwargs, depth), "state": self.value(x.state, depth)}
-        raise TypeError(f"a {kind.__name__} cannot be sent")
-
-    def tensor(self, t: torch.Tensor):
+    def tensor(self, t: torch.Tensor) -> dict:
         if t.layout != torch.strided:
             raise TypeError(f"a {t.layout} tensor cannot be sent")
         dtype = _DTYPE_NAMES.get(t.dtype)
         if dtype is None:
             raise TypeError(f"a {t.dtype} tensor cannot be sent")
         device = "cpu" if t.is_cpu else "meta" if t.is_meta else str(t.device)
-        head = {"$": "tensor", "dtype": dtype, "shape": list(t.shape), "device": device}
+        head = {"tensor": None, "dtype": dtype, "shape": list(t.shape), "device": device}
         if device != "meta" and t.numel():
             t = t.detach()
             if device != "cpu":
@@ -139,13 +109,17 @@ class _Encoder:
             if pad:
                 self.chunks.append(bytes(pad))
                 self.offset += pad
-            head["at"] = [self.offset, len(data)]
+            head["tensor"] = [self.offset, len(data)]
             self.chunks.append(data)
             self.offset += len(data)
         return head
 
 
-class _Decoder:
+class _Decoder(value_codec.Decoder):
+    max_depth = MAX_DEPTH
+    error = ProtocolError
+    dtypes = _DTYPES
+
     def __init__(self, blob: bytes | bytearray, devices: bool):
         # frombuffer wants writable memory; a reader's blob is a private bytearray already.
         self.blob = blob if type(blob) is bytearray else bytearray(blob)
@@ -153,55 +127,13 @@ class _Decoder:
         self.end = 0  # tensors' byte ranges follow each other, as the encoder lays them out
         self.declared = 0  # bytes declared by the tensors so far, meta tensors included
 
-    def value(self, x, depth: int = 0):
-        if type(x) in _PLAIN:
-            return x
-        if depth > MAX_DEPTH:
-            raise ProtocolError("value nested too deeply")
-        if type(x) is not dict or "$" not in x:
-            raise ProtocolError(f"untagged {type(x).__name__} in a message")
-        tag = x["$"]
-        if type(tag) is not str or tag not in _KEYS:
-            raise ProtocolError(f"unknown tag {str(tag)[:40]!r}")
-        if not x.keys() <= _KEYS[tag]:
-            raise ProtocolError(f"unexpected fields in a {tag}")
-        if tag == "tensor":
-            return self.tensor(x)
-        depth += 1
-        if tag == "tuple" or tag == "list":
-            out = [v if type(v) in _PLAIN else self.value(v, depth) for v in _list(x.get("v"))]
-            return tuple(out) if tag == "tuple" else out
-        if tag == "dict":
-            out = {}
-            for pair in _list(x.get("v")):
-                if type(pair) is not list or len(pair) != 2:
-                    raise ProtocolError("malformed dict entry")
-                key, item = pair
-                if type(key) not in _PLAIN:
-                    key = self.value(key, depth)
-                    if type(key) not in _PLAIN:
-                        raise ProtocolError("a dict key must be a string or a number")
-                out[key] = item if type(item) in _PLAIN else self.value(item, depth)
-            return out
-        if tag == "size":
-            dims = _list(x.get("v"))
-            if not all(type(n) is int and 0 <= n < 2**62 for n in dims) or len(dims) > 64:
-                raise ProtocolError("malformed size")
-            return torch.Size(dims)
-        if tag == "dtype":
-            return _dtype(x.get("v"))
-        if tag == "device":
-            return _device(x.get("v"))
-        target = x.get("target")  # tag == "new"
-        if type(target) is not str:
-            raise ProtocolError("malformed object recipe")
-        args, kwargs, state = (self.value(x.get(k), depth) for k in ("args", "kwargs", "state"))
-        if type(args) is not tuple or type(kwargs) is not dict or not (state is None or type(state) is dict):
-            raise ProtocolError("malformed object recipe")
-        return New(target, args, kwargs, state)
+    def device(self, name) -> torch.device:
+        return _device(name)
 
     def tensor(self, x: dict) -> torch.Tensor:
-        dtype = _dtype(x.get("dtype"))
+        if not x.keys() <= _TENSOR_FIELDS:
+            raise ProtocolError("unexpected fields in a tensor")
+        dtype = self.dtype(x.get("dtype"))
         shape = x.get("shape")
         if type(shape) is not list or len(shape) > MAX_DIMS:
             raise ProtocolError("malformed tensor shape")
@@ -215,7 +147,7 @@ class _Decoder:
         if self.declared > MAX_BLOB:
             raise ProtocolError(f"the tensors of a reply declare more than {MAX_BLOB} bytes")
         device = _device(x.get("device"))
-        at = x.get("at")
+        at = x["tensor"]
         if device.type == "meta" or numel == 0:
             if at is not None:
                 raise ProtocolError("a meta or empty tensor carries data")
@@ -233,18 +165,6 @@ class _Decoder:
                 raise ProtocolError(f"a tensor claims to be on {device}")
             t = t.to(device)
         return t
-
-
-def _list(v) -> list:
-    if type(v) is not list:
-        raise ProtocolError("malformed sequence")
-    return v
-
-
-def _dtype(name) -> torch.dtype:
-    if type(name) is not str or name not in _DTYPES:
-        raise ProtocolError(f"unknown dtype {str(name)[:40]!r}")
-    return _DTYPES[name]
 
 
 _DEVICES: dict[str, torch.device] = {}

@@ -46,6 +46,7 @@ import signal
 import sys
 
 from autograder.core import protocol
+from autograder.core.i18n import N_
 from autograder.sandbox.inside import landlock, limits, syscalls, transport
 from autograder.sandbox.inside import worker_channel as channel
 from autograder.sandbox.inside.syscalls import MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT
@@ -177,8 +178,9 @@ def _mapped(error, limits: dict):
     if error.kind == "MemoryError" or (error.kind in ("RuntimeError", "OutOfMemoryError")
                                        and any(s in error.message for s in OUT_OF_MEMORY)):
         limit = limits.get("RLIMIT_AS")
-        cap = f" (its limit is {limit / 2**30:g} GiB)" if limit else ""
-        return protocol.StudentError(protocol.Failure.CRASHED, f"the worker ran out of memory{cap}", error.where)
+        text = (N_("the worker ran out of memory (its limit is {gib:g} GiB)").format(gib=limit / 2**30) if limit
+                else N_("the worker ran out of memory"))
+        return protocol.StudentError(protocol.Failure.CRASHED, text, error.where)
     return error
 
 
@@ -252,7 +254,8 @@ def _answer(inner, call, limits: dict, seen) -> bytes:
         try:
             return transport.pack(channel.Answer(True, seen(call.unit)).header(), transport.result_values(result))
         except TypeError as why:
-            error = protocol.StudentError(protocol.Failure.BAD_OUTPUT, f"the output cannot be sent back: {why}")
+            error = protocol.StudentError(protocol.Failure.BAD_OUTPUT,
+                                          N_("the output cannot be sent back: {problem}").format(problem=why))
     return transport.pack(channel.Answer(False, seen(call.unit), transport.error_header(error)).header())
 
 

@@ -1,12 +1,12 @@
 """The zygote, in the box: it imports torch once and forks one worker per (submission, unit).
 
-Started by :class:`autograder.sandbox.zygote.Pool` as ``python -I -S zygote.py CONFIG`` from a
+Started by :class:`autograder.sandbox.pool.Pool` as ``python -I -S zygote.py CONFIG`` from a
 private copy of the grader's package (no solutions, no tests, no course data); what each mode
 hides is :mod:`autograder.sandbox.inside.worker`'s docstring. The zygote runs trusted code only
 (it never imports student code nor reads a stand-in) and serves the grader over a Unix socket
 (:mod:`autograder.sandbox.inside.zygote_channel`), which also carries each worker's pipes and its
 cgroups' ``tasks`` files. The grader may attach more connections (one per grading process it
-starts, :meth:`~autograder.sandbox.zygote.Pool.attach`): each connection's workers are its own
+starts, :meth:`~autograder.sandbox.pool.Pool.attach`): each connection's workers are its own
 (ids, kills, exit events), and they are killed when it closes; the zygote ends when the first
 connection closes.
 """

@@ -1,6 +1,6 @@
 """The grader <-> zygote channel: one JSON object a line over a Unix socket, both sides' one codec.
 
-The grader (:class:`~autograder.sandbox.zygote.Pool`, trusted) sends :class:`Op` requests, some
+The grader (:class:`~autograder.sandbox.pool.Pool`, trusted) sends :class:`Op` requests, some
 with descriptors passed along (``SCM_RIGHTS``): a spawn carries the worker's pipes and its
 cgroups' ``tasks`` files, an attach the socket of a grading process that shares the zygote. The
 zygote (:mod:`autograder.sandbox.inside.zygote`, trusted, in the box) answers with

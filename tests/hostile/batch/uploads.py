@@ -83,7 +83,7 @@ DECODE_CRASH = '''
 import json, os, struct
 
 def _forge():
-    tensor = {"$": "tensor", "dtype": "float32", "shape": [2**39] * 4, "device": "meta"}
+    tensor = {"tensor": None, "dtype": "float32", "shape": [2**39] * 4, "device": "meta"}
     head = json.dumps({"op": "result", "ok": True, "values": {"output": tensor}}).encode()
     frame = struct.pack(">4sIQ", b"ATN1", len(head), 0) + head
     for fd in range(3, 64):

@@ -6,7 +6,7 @@ import torch
 
 
 def _scribble():
-    fake = b'{"op":"result","ok":true,"seen":[],"values":{"output":{"$":"tensor","dtype":"float32","shape":[1],"at":[0,4]}}}'
+    fake = b'{"op":"result","ok":true,"seen":[],"values":{"output":{"tensor":[0,4],"dtype":"float32","shape":[1]}}}'
     frames = [struct.pack(">4sIQ", b"ATN1", len(fake), 4) + fake + b"\0\0\0\0", b"\xff" * 64]
     for fd in range(3, 64):
         for frame in frames:

