@@ -95,9 +95,11 @@ test: install browser fonts vendor
 test-full: install browser fonts vendor
 	AUTOGRADER_TEST_FULL=1 $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 || [ $$? -eq 5 ]
 
-# ruff, configured in pyproject.toml ([tool.ruff]): pyflakes and pycodestyle's errors and warnings.
+# ruff, configured in pyproject.toml ([tool.ruff]): pyflakes and pycodestyle's errors and warnings;
+# then mypy ([tool.mypy]): the types of autograder/.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The edit loop, under 3 minutes: the engine's layers and session rule, the unit registry, the
 # stubs and notebooks against solutions/, the page-to-property trace, the class report, and the

@@ -195,6 +195,7 @@ def _build(course: Course, args) -> int:
 def _need_hidden_tests(course: Course) -> None:
     """Grading runs the hidden suites: where they are absent (a student's bundle) say so, not pytest."""
     if not course.hidden_tests.is_dir():
+        assert course.brand is not None  # a loaded course's (not the sandboxed worker's)
         raise UsageError(_("no hidden tests here ({folder}/ is the instructor's): grades come from the course's "
                            "grader; `{command} check` runs the public tests on your work").format(
             folder=course.hidden_tests.relative_to(course.root).as_posix(), command=course.brand.command))
@@ -326,6 +327,7 @@ def _batch(course: Course, args) -> int:
     except (OSError, ValueError, UnicodeDecodeError) as error:
         raise UsageError(f"the roster cannot be read: {error}") from None
     if args.csv in LMS_LAYOUTS:  # every unit finds its column in the roster before anything is graded
+        assert roster is not None  # --roster was required above
         try:
             lms_columns(args.csv, roster, [u.name for u in course.select(args.units)], lms_settings(course))
         except ValueError as error:
@@ -442,6 +444,7 @@ def _course_command(course: Course, name: str, argv: list[str]) -> int:
     path = course.root / course.commands[name]
     sys.path.insert(0, str(course.root))  # course files import their siblings as packages of the course root
     spec = importlib.util.spec_from_file_location(f"_course_command_{name}", path)
+    assert spec is not None and spec.loader is not None  # a .py file's
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return int(module.main(argv) or 0)
@@ -467,6 +470,7 @@ def _main(argv: list[str]) -> int:
         return nbgrader_main(argv[1:])
     if argv and argv[0] in course.commands:
         return _course_command(course, argv[0], argv[1:])
+    assert course.brand is not None  # load_course's (only the sandboxed worker's course has none)
     args = _parser(course.brand.command, {n: course.root / f for n, f in course.commands.items()},
                    course.limits).parse_args(argv)
     try:

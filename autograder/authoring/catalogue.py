@@ -64,11 +64,13 @@ def advice_template(node: ast.AST) -> str | None:
         return node.value
     if not isinstance(node, ast.JoinedStr):
         return None
+    names: dict[str, str]  # a field's expression -> its name in the message
     parts, names = [], {}
     for value in node.values:
         if isinstance(value, ast.Constant):
             parts.append(str(value.value).replace("{", "{{").replace("}", "}}"))
             continue
+        assert isinstance(value, ast.FormattedValue)  # an f-string holds nothing else
         expression = ast.unparse(value.value)
         inner = value.value
         base = inner.id if isinstance(inner, ast.Name) else inner.attr if isinstance(inner, ast.Attribute) else "value"
@@ -137,6 +139,7 @@ def domains(course: Course) -> list[tuple[str, Path, dict[str, list[str]]]]:
     found = [(ENGINE_DOMAIN, ENGINE_LOCALE, extract(ENGINE_ROOT, [("**.py", "python")], ENGINE_ROOT.parent))]
     mapping = course_mapping(course)
     if mapping:
+        assert course.locale is not None  # course_mapping found its mapping file there
         found.append((COURSE_DOMAIN, course.locale, extract(course.root, mapping, course.root)))
     return found
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import cast
 
 from autograder.authoring import stubgen
 
@@ -59,9 +60,9 @@ def split_module(source: str, unit: str, filename: str = "<source>") -> tuple[st
     docstring = docstring_source = ""
     cursor = 0
     if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        docstring = body[0].value.value
-        cursor = body[0].end_lineno
+            and isinstance(cast(ast.Constant, body[0].value).value, str):
+        docstring = cast(str, cast(ast.Constant, body[0].value).value)  # the string checked above
+        cursor = cast(int, body[0].end_lineno)  # set on every node ast.parse makes
         docstring_source = "\n".join(lines[:cursor])
         body = body[1:]
 
@@ -75,7 +76,7 @@ def split_module(source: str, unit: str, filename: str = "<source>") -> tuple[st
 
     chunks, names = [], set()
     for number, group in enumerate(groups):
-        end = group[-1].end_lineno
+        end = cast(int, group[-1].end_lineno)
         for r in regions:  # a trailing `### END SOLUTION` comment is past the def's last statement
             if cursor <= r.start < end <= r.end:
                 end = r.end + 1
@@ -92,7 +93,7 @@ def split_module(source: str, unit: str, filename: str = "<source>") -> tuple[st
                 if node.level != 1:
                     raise stubgen.MarkerError(f"{filename}:{i + 1}: only `from .sibling import ...` is supported")
                 cell_lines += _sibling_import(node, unit)
-                skip_to = node.end_lineno
+                skip_to = cast(int, node.end_lineno)
             else:
                 cell_lines.append(lines[i])
         cell_lines = _strip_blank(cell_lines)

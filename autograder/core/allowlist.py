@@ -86,6 +86,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import cast
 
 from autograder.core.forbidden import Use
 from autograder.core.i18n import N_
@@ -247,7 +248,8 @@ class _Scan(ast.NodeVisitor):
         self.forbidden = world.forbidden(tuple(forbidden))
         self.methods = {n[len(TENSOR_PREFIX):] for n in forbidden if n.startswith(TENSOR_PREFIX)}
         if isinstance(siblings, Mapping):
-            self.siblings = {name: _exports(source) for name, source in siblings.items()}
+            self.siblings: dict[str, frozenset[str] | None] = {
+                name: _exports(source) for name, source in siblings.items()}
         else:
             self.siblings = {name: None for name in siblings}
         self.imports: dict[str, _Ref] = {}  # names bound by imports
@@ -280,7 +282,7 @@ class _Scan(ast.NodeVisitor):
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
                 index = 1 if name == "setattr" else 0
                 if name in DEFINING_CALLS and len(node.args) > index and isinstance(node.args[index], ast.Constant):
-                    self.private.add(str(node.args[index].value))
+                    self.private.add(str(cast(ast.Constant, node.args[index]).value))
             elif isinstance(node, ast.Import):
                 self._import(node)
             elif isinstance(node, ast.ImportFrom):
@@ -289,7 +291,7 @@ class _Scan(ast.NodeVisitor):
         for name in self.imports.keys() & self.bound.keys():
             self.flag(N_("a second binding of {name} (an imported name)").format(name=name), self.bound[name])
 
-    def _bind(self, name: str, node: ast.AST) -> None:
+    def _bind(self, name: str, node: ast.expr | ast.stmt | ast.arg | ast.excepthandler | ast.pattern) -> None:
         self.bound.setdefault(name, node.lineno)
         self.private.add(name)
         self._check_binding(name, node)
@@ -452,7 +454,7 @@ class _Scan(ast.NodeVisitor):
             receiver = node.value
             if node.attr == "format" and not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
                 self.flag(N_(".format on something other than a string literal"), node)
-            elif node.attr == "format" and not _plain_fields(receiver.value):
+            elif node.attr == "format" and not _plain_fields(cast(str, cast(ast.Constant, receiver).value)):
                 self.flag(N_("a format string that reads attributes or items"), node)
             if not isinstance(node.ctx, ast.Load) and (
                     (isinstance(receiver, ast.Attribute) and receiver.attr == "__class__")

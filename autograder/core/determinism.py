@@ -67,6 +67,7 @@ def memoize_digests():
 
     from hypothesis import core
 
+    known: weakref.WeakKeyDictionary[object, dict[object, bytes]]  # function -> its extra digest -> bytes
     original, known = core.function_digest, weakref.WeakKeyDictionary()
 
     def digest(function) -> bytes:

@@ -134,7 +134,7 @@ class Guard:
 
 _guard: Guard | None = None
 _families: dict[str, str] = {}  # enforced operator -> family, for every family installed
-_libraries: dict[str, object] = {}  # namespace -> the torch.library.Library holding our kernels
+_libraries: dict[str, torch.library.Library] = {}  # namespace -> the torch.library.Library holding our kernels
 _installed: set[tuple] = set()  # the family tables installed
 
 
@@ -177,6 +177,7 @@ def _kernels(op: str, overload, composite: bool):
 
 def install(families: dict[str, tuple[str, ...]]) -> None:
     """Put a checking kernel in front of every operator of ``families`` (once per process)."""
+    key: tuple | str  # the family table, then a dispatch key in the loop below
     key = tuple(sorted(families.items()))
     if key in _installed:  # every subject of a worker, or of an in-process grade, asks again
         return

@@ -14,6 +14,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from autograder.core.i18n import N_, _, translate_text
 from autograder.core.loader import read_source
@@ -77,7 +78,7 @@ class _Scanner(ast.NodeVisitor):
         self.local_modules: set[str] = set()  # names bound by relative imports
         self.uses: list[Use] = []
 
-    def _flag(self, dotted: str, node: ast.AST) -> None:
+    def _flag(self, dotted: str, node: ast.stmt | ast.expr) -> None:
         for name in self.forbidden:
             if dotted == name or dotted.startswith(name + "."):
                 self.uses.append(Use(name, node.lineno))
@@ -89,7 +90,7 @@ class _Scanner(ast.NodeVisitor):
         if node.id in BANNED_BUILTINS:
             self.uses.append(Use(node.id, node.lineno))
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if node.name in BANNED_ATTRIBUTES:  # defining __torch_function__ / __torch_dispatch__
             self.uses.append(Use(node.name, node.lineno))
         self.generic_visit(node)
@@ -122,14 +123,15 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(node, ast.Attribute):
             base = self._dotted(node.value)
             return f"{base}.{node.attr}" if base else None
+        # (_is_import_call and _is_getattr have checked that the name is an ast.Constant holding a str)
         if isinstance(node, ast.Call) and _is_import_call(node):
-            return node.args[0].value
+            return cast(str, cast(ast.Constant, node.args[0]).value)
         if isinstance(node, ast.Call) and _is_getattr(node):
             base = self._dotted(node.args[0])
-            return f"{base}.{node.args[1].value}" if base else None
+            return f"{base}.{cast(str, cast(ast.Constant, node.args[1]).value)}" if base else None
         return None
 
-    def _attribute(self, owner: ast.AST, attr: str, node: ast.AST) -> None:
+    def _attribute(self, owner: ast.AST, attr: str, node: ast.expr) -> None:
         base = self._dotted(owner)
         if base is not None:
             self._flag(f"{base}.{attr}", node)
@@ -143,14 +145,14 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if _is_getattr(node):
-            self._attribute(node.args[0], node.args[1].value, node)
+        if _is_getattr(node):  # the name, and the module below, are constant strings (ast.Constant)
+            self._attribute(node.args[0], cast(str, cast(ast.Constant, node.args[1]).value), node)
         elif _is_import_call(node):
-            self._flag(node.args[0].value, node)
+            self._flag(cast(str, cast(ast.Constant, node.args[0]).value), node)
         elif _computed_name(node):
             owner = self._dotted(node.args[0])
-            if owner:  # the student's own objects (getattr(self, name)) stay allowed
-                self.uses.append(Use(N_("{builtin} with a computed name on {owner}").format(builtin=node.func.id, owner=owner), node.lineno))
+            if owner:  # the student's own objects (getattr(self, name)) stay allowed; node.func: an ast.Name
+                self.uses.append(Use(N_("{builtin} with a computed name on {owner}").format(builtin=cast(ast.Name, node.func).id, owner=owner), node.lineno))
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:

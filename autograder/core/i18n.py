@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Any
 
 ENGLISH = "en"
 ENGINE_LOCALE = Path(__file__).resolve().parents[1] / "locale"  # the engine's own catalogues
@@ -48,8 +49,8 @@ FIELD = re.compile(r"\{(\w*)(![rsa])?(:[^{}]*)?\}")
 # would match any text with a parenthesis.
 MIN_LETTERS = 2
 
-_state = {"language": ENGLISH, "course_locale": None}
-_loaded: dict[str, object] = {}  # "table": msgid -> msgstr, "templates": [(regex, names, msgstr)]
+_state: dict[str, Any] = {"language": ENGLISH, "course_locale": None}
+_loaded: dict[str, Any] = {}  # "table": msgid -> msgstr, "templates": [(regex, names, msgstr)]
 
 
 def N_(message: str) -> str:
@@ -134,6 +135,7 @@ def _template(item: tuple[str, str]):
     letters = sum(c.isalpha() for c in "".join(literals))
     if not names or letters < MIN_LETTERS:
         return None
+    seen: dict[str, str]  # a field's name -> the group that first matched it
     pattern, seen = [], {}
     for i, literal in enumerate(literals):
         pattern.append(re.escape(literal))

@@ -42,9 +42,10 @@ def read_source(path: Path) -> tuple[str, str]:
 def _exec_file(module_name: str, path: Path, builtins: dict | None = None) -> types.ModuleType:
     """Run ``path`` as the module ``module_name``; with ``builtins``, as its ``__builtins__``."""
     spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None  # path is a unit's .py file, which has a loader
     module = importlib.util.module_from_spec(spec)
     if builtins is not None:
-        module.__builtins__ = builtins
+        module.__builtins__ = builtins  # type: ignore[attr-defined]  # typeshed's ModuleType does not declare it
     sys.modules[module_name] = module
     # The text read_source decoded, not the import machinery's own reading: what runs is what
     # the forbidden-use scan (forbidden.scan_file) reads.

@@ -89,6 +89,7 @@ class Course:
     @property
     def nbgrader_source(self) -> Path:
         """nbgrader's source folder: ``source/`` is nbgrader's own default name under its course folder."""
+        assert self.nbgrader_course is not None  # set for every course but the worker's, which has no nbgrader
         return self.nbgrader_course / "source"
 
     def unit_for_file(self, filename: str) -> Unit | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import cast
 
 import pytest
 
@@ -73,7 +74,7 @@ def failure_message(error: BaseException, repro: str | None = None) -> str:
     elif isinstance(error, AssertionError):
         text = safe_str(error, 600) or _("the property does not hold")
     elif isinstance(error, pytest.fail.Exception):
-        text = error.msg
+        text = cast(str, error.msg)  # pytest.fail(reason) always gives one
     else:
         text = f"{type(error).__name__}: {safe_str(error)}"
     example = _counterexample(error)

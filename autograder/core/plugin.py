@@ -36,7 +36,8 @@ from autograder.core.scoring import unit_result
 # its tests grade. A later session of this process skips a module none of whose units it grades
 # (:meth:`GradingPlugin.pytest_ignore_collect`), which its items would be dropped from anyway:
 # a batch's grader process grades chunk after chunk, each its own session.
-_UNITS_OF_MODULE: dict[tuple[str, int, int], frozenset[str]] = {}
+# (None: a module that cannot be stat'ed, looked up but never learnt.)
+_UNITS_OF_MODULE: dict[tuple[str, int, int] | None, frozenset[str]] = {}
 
 
 def _module_key(path: Path) -> tuple[str, int, int] | None:
@@ -102,6 +103,7 @@ class GradingPlugin:
         return True if units is not None and units.isdisjoint(self.units) else None
 
     def pytest_collection_modifyitems(self, session, config, items):
+        learnt: dict[Path, set[str]]  # test module -> the units its items grade
         kept, learnt = [], {}
         for item in items:
             unit, worth = self._rubric_of(item)
@@ -155,6 +157,7 @@ class GradingPlugin:
         self.units_of.setdefault(key, unit)
         before = self.records.get(key)
         if report.failed:
+            assert self.course.brand is not None  # a loaded course's (the grader's side)
             repro = f"{self.course.brand.command} repro {unit} {item.originalname}"
             message = failure_message(call.excinfo.value, repro) if call.excinfo else _("failed")
             self.records[key] = TestResult(test_id, name, 0.0, points, "failed", message, visibility)

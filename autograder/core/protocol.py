@@ -167,6 +167,6 @@ def map_nested(value, leaf):
 
 
 def leaves_of(value) -> list:
-    out = []
+    out: list = []
     map_nested(value, out.append)
     return out

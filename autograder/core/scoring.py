@@ -8,6 +8,7 @@ both on this trusted side), or whose code asked for a kernel family it may not u
 from __future__ import annotations
 
 import ast
+from typing import cast
 
 from autograder.core import allowlist
 from autograder.core.forbidden import Use, scan_file
@@ -38,7 +39,7 @@ def unit_result(spec: Unit, subject: Subject, tests: list[TestResult], rules: Ru
                 if use.line not in lines:
                     uses.append(use)
                     lines.add(use.line)
-            uses.sort(key=lambda u: u.line)
+            uses.sort(key=lambda u: cast(int, u.line))  # the scans' findings all have a line
     uses += [Use(name, None) for name in sorted(subject.runtime_uses(spec.name))]
     if problem and not uses:
         unit.status, unit.message = "unavailable", translate_text(problem)

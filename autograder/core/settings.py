@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
@@ -88,7 +88,7 @@ class Limits:
         if unknown:
             raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; the settings are "
                              f"{', '.join(known)} (docs/settings.md)")
-        values = {}
+        values: dict[str, Any] = {}
         for name, value in table.items():
             kind = known[name].type
             if isinstance(value, bool) or not isinstance(value, int if kind == "int" else (int, float)):
@@ -114,8 +114,8 @@ def table() -> str:
     """The Markdown table of the settings (``docs/settings.md`` holds it)."""
     rows = ["| setting | type | default | unit | what it bounds | where |", "|---|---|---|---|---|---|"]
     for f in dataclasses.fields(Limits):
-        meta = f.metadata
-        rows.append(f"| `{f.name}` | {f.type} | {_shown(f.default, meta['unit'])} | {meta['unit']} | "
+        meta, default = f.metadata, cast(int | float, f.default)  # every field of Limits has a default
+        rows.append(f"| `{f.name}` | {f.type} | {_shown(default, meta['unit'])} | {meta['unit']} | "
                     f"{meta['doc']} | {meta['where']} |")
     return "\n".join(rows) + "\n"
 

@@ -8,9 +8,12 @@ would never collect their cycles.
 from __future__ import annotations
 
 import gc
+from typing import TypeVar
+
+_Code = TypeVar("_Code", bound=int | None)  # what the entry point returned, passed through
 
 
-def exit_code(code: int | None) -> int | None:
+def exit_code(code: _Code) -> _Code:
     """``code``, once this process's objects are frozen: ``raise SystemExit(exit_code(main()))``."""
     gc.freeze()
     return code

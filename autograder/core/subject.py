@@ -11,6 +11,7 @@ import signal
 import traceback
 import types
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode  # the engine's own, trusted use
@@ -104,7 +105,7 @@ def export(value, what: str = "output"):
 # no scan can pin to a class), never these.
 _ELEMENT_SIZE = torch._C.TensorBase.element_size
 _STORAGE = torch._C.TensorBase.untyped_storage
-_NBYTES = torch._C.StorageBase.nbytes
+_NBYTES = torch._C.StorageBase.nbytes  # type: ignore[attr-defined]  # torch's stubs leave it out; it is there
 _DETACH = torch._C.TensorBase.detach
 _CLONE = torch._C.TensorBase.clone
 
@@ -275,7 +276,7 @@ class InProcessSubject:
         with sizes:
             output = self._call(fn, *args, **kwargs)
 
-        result = Result(output=export(output), largest=sizes.largest if call.measure else None)
+        result = Result(output=export(output), largest=cast(_LargestStorage, sizes).largest if call.measure else None)
         result.mutated = [
             N_("input {number}").format(number=i + 1) for i, (old, new) in enumerate(zip(before, inputs))
             if old.device.type != "meta" and not torch.equal(old, _DETACH(new))

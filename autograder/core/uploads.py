@@ -16,6 +16,7 @@ import zipfile
 import zlib
 from collections.abc import Collection, Iterator
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from autograder.core.safe_text import safe_name
 from autograder.core.settings import DEFAULTS, Limits
@@ -133,7 +134,7 @@ def intake(source: Path, dest: Path, wanted: Collection[str], *, max_bytes: int 
         return _from_zip(zips[0], zips[0].name, dest, wanted, max_bytes, limits)
     if not candidates:
         raise _nothing(wanted, names)
-    taken = {}
+    taken: dict[str, Path | None] = {}
     for name, places in candidates.items():
         rel = _choose(name, places)
         data = read_regular(source / rel, max_bytes + 1)
@@ -162,7 +163,8 @@ def _too_large(shown: object, max_bytes: int) -> SubmissionError:
 
 def _nothing(wanted: Collection[str], names: list[str]) -> NothingFound:
     found = _listed(sorted(names)) if names else "nothing"
-    return _refusal(f"no unit files found (expected some of {', '.join(sorted(wanted))}; found {found})", NothingFound)
+    return cast(NothingFound, _refusal(
+        f"no unit files found (expected some of {', '.join(sorted(wanted))}; found {found})", NothingFound))
 
 
 def _choose(name: str, places: list[PurePosixPath], within: str = "") -> PurePosixPath:
@@ -178,7 +180,7 @@ def _choose(name: str, places: list[PurePosixPath], within: str = "") -> PurePos
 
 
 def _from_zip(archive: Path, label: str | None, dest: Path, wanted: Collection[str], max_bytes: int,
-              limits: Limits) -> dict[str, None]:
+              limits: Limits) -> dict[str, Path | None]:
     """The wanted members of ``archive`` (the upload itself when ``label`` is None, else the
     zip of that name in the upload folder), by the same rules as a folder's files."""
     where, within = ("the upload", "") if label is None else (_show(label), f"{label}/")

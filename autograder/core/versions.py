@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from typing import cast
 from importlib.metadata import version
 from pathlib import Path
 
@@ -60,10 +61,11 @@ def project_requirements(extra: str, *, pinned: Collection[str] = (), pyproject:
         for spec in extras[name]:
             key = requirement_name(spec)
             if key == own:  # the project's own extras, e.g. "<project>[engine]"
-                for sub in re.search(r"\[([^\]]*)\]", spec)[1].split(","):
+                for sub in cast(re.Match[str], re.search(r"\[([^\]]*)\]", spec))[1].split(","):
                     if sub.strip() not in seen:
                         expand(sub.strip(), (*seen, sub.strip()))
             elif key not in found:
-                found[key] = requirement(re.match(r"\s*([^\s\[<>=!~;]+)", spec)[1]) if key in pins else spec
+                found[key] = (requirement(cast(re.Match[str], re.match(r"\s*([^\s\[<>=!~;]+)", spec))[1])
+                              if key in pins else spec)
     expand(extra, (extra,))
     return list(found.values())

@@ -53,6 +53,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from rich.progress import Progress
 
@@ -137,7 +138,8 @@ def _late(course: Course, student: Student, result: dict | None) -> dict | None:
     points; None when no graded unit has a due date or the time is unknown."""
     if not result or student.submitted is None:
         return None
-    units = {name: lateness.assess(course.late, unit["score"], student.submitted, course.units[name].due).to_dict()
+    units = {name: lateness.assess(course.late, unit["score"], student.submitted,
+                                   cast(datetime.datetime, course.units[name].due)).to_dict()  # (not None: below)
              for name, unit in result.get("units", {}).items()
              if name in course.units and course.units[name].due is not None}
     if not units:
@@ -428,7 +430,9 @@ class _Runner:
             pass  # the suites cannot be collected: each chunk's grade says why
         while len(self._forked) < servers and not self.stopping.is_set():
             try:
-                self._forked.append(_Server.forked(self.course, self.units, self.session.pool, self._forked))
+                # (the session is the batch's own: its pool is a Pool)
+                self._forked.append(_Server.forked(self.course, self.units, cast(Pool, self.session.pool),
+                                                   self._forked))
             except (OSError, SandboxError):
                 return
 
@@ -542,6 +546,7 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     ``student_budget``: seconds per student in a chunk (default: the course's ``student_budget``)."""
     student_budget = course.limits.student_budget if student_budget is None else student_budget
     students, refused = discover(submissions, mapping)
+    assert course.brand is not None  # a loaded course's (not the sandboxed worker's)
     for entry in refused:
         print(f"{course.brand.command}: {entry['reason']}", file=sys.stderr)
     course.select(units)  # an unknown unit: the caller's error, before anything is graded
@@ -551,6 +556,8 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             handlers[sig] = signal.signal(sig, lambda *_: runner.stop())
+    chunks: queue.SimpleQueue[list[Student]]  # the chunks not yet taken
+    finished: queue.SimpleQueue[int]  # the number of students of each chunk graded
     chunks, finished = queue.SimpleQueue(), queue.SimpleQueue()
     for chunk in _chunks(todo, jobs):
         chunks.put(chunk)
@@ -617,6 +624,7 @@ def write_gradebook(course: Course, out: Path, students: list[Student], units: l
     possible = {n: sum(r.points for r in rubric(course, n)) for n in names}
     book = None
     if layout in LMS_LAYOUTS:  # the LMS's own export, filled in; the uploads it has no row for, apart
+        assert roster is not None  # an LMS layout comes with its roster (the command line requires --roster)
         book = lms_gradebook(layout, names, possible, records, roster, lms_settings(course))
         atomic_write(out / "gradebook.csv", book.text)
         atomic_write(out / "unmatched.csv", unmatched_csv(names, book.unmatched))

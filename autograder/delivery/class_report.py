@@ -73,6 +73,7 @@ def read(paths: list[Path]) -> tuple[list[dict], int]:
     a platform's results.json, a grade's JSON (one result or a list), a batch's student file.
     Returns (records, results not graded)."""
     records, not_graded = [], 0
+    record: dict | None  # None: a platform's result of a student not graded
     files = [f for p in paths for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
     for file in files:
         try:
@@ -98,6 +99,9 @@ def read(paths: list[Path]) -> tuple[list[dict], int]:
 def statistics(records: list[dict], *, not_graded: int = 0, isolation: str | None = None) -> dict:
     """The class's numbers: distribution, failure rate per property, the hints that fired most;
     ``isolation``: the sandbox mode's notice of the grading (None in full mode)."""
+    ran: Counter[str]  # property -> students it ran for
+    failed: Counter[str]  # property -> students it failed for
+    hints: Counter[str]  # hint -> students it was given to
     ran, failed, hints = Counter(), Counter(), Counter()
     for record in records:
         given = set()  # a hint counts once per student, however many properties gave it

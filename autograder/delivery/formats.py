@@ -140,7 +140,7 @@ FOLDER = "folder"  # a roster column naming a student's upload, as grade-batch n
 CANVAS_POINTS_LABEL = "    Points Possible"  # the exporter's label, four spaces and all
 CANVAS_STUDENT_COLUMNS = ("Student", "LastName", "FirstName", "ID", "SIS User ID", "SIS Login ID",
                           "Integration ID", "Root Account", "Section")  # the importer's reserved names
-CANVAS_KEYS = ("ID", "SIS User ID", "SIS Login ID")  # what the importer finds a student by
+CANVAS_KEYS: tuple[str, ...] = ("ID", "SIS User ID", "SIS Login ID")  # what the importer finds a student by
 CANVAS_KEPT = frozenset({"EX", "N/A"})  # excused, not assigned to the student: the instructor's cells, kept
 # The read-only totals (with "Unposted ", an assignment group's name before, a grading period's after).
 _CANVAS_TOTALS = re.compile("Current Score|Current Points|Current Grade|Final Score|Final Points|Final Grade"
@@ -350,6 +350,7 @@ def _plan(layout: str, roster: LmsRoster, names: list[str], settings: LmsSetting
         raise ValueError(f"a {roster.layout} roster cannot make a {layout} gradebook")
     keep = [i for i, h in enumerate(roster.header) if h != FOLDER]
     header = [roster.header[i] for i in keep]
+    owner: dict[int, str]  # a gradebook column -> the unit it holds
     width, grade, feedback, warnings, owner = len(header), {}, {}, [], {}
     identifier = settings.moodle_identifier
     if layout == "moodle" and identifier not in header:
@@ -431,6 +432,7 @@ def _match(roster: LmsRoster, records: list[dict], keys: tuple[str, ...], requir
     by_folder: dict[str, set[int]] = {}
     by_key: dict[str, set[int]] = {}
     left_out, warnings = set(), []
+    row: list[str] | int  # a roster row, then (the claims below) its index
     for r, row in enumerate(roster.students):
         if not any(row[i].strip() for i in need):
             left_out.add(r)
@@ -566,6 +568,8 @@ def records_from_nbgrader_csv(path: Path) -> tuple[list[str], dict[str, float], 
     missing = {"assignment", "student_id", "score"} - set(rows[0] if rows else ())
     if rows and missing:
         raise ValueError(f"{path}: not nbgrader's export (no {', '.join(sorted(missing))} column)")
+    possible: dict[str, float]  # unit -> its points possible
+    students: dict[str, dict[str, dict]]  # student -> unit -> its record
     names, possible, students = [], {}, {}
     for row in rows:
         unit, student = row["assignment"].strip(), row["student_id"].strip()

@@ -120,6 +120,7 @@ class PrairieLearn(HostedPlatform):
         }
 
     def results_file(self, graded: GradeResult | str, notice: str | None, course: Course, seconds: float) -> dict:
+        data: dict  # PrairieLearn's results.json
         if isinstance(graded, str):  # not gradable: costs the student no attempt
             data = {"gradable": False, "format_errors": [graded], "message": graded, "output": "", "tests": []}
         else:

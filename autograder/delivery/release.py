@@ -104,6 +104,9 @@ def release(course: Course, out: Path, langs: list[str] | None = None) -> Path:
                 translated = translation(source, lang)
                 if translated != source:
                     shutil.copy(translated, out / translated.relative_to(course.root))
+    # A loaded course's paths and names (only the sandboxed worker's course lacks them).
+    assert course.lessons is not None and course.student_readme is not None and course.api is not None
+    assert course.brand is not None
     lessons = out / course.lessons.relative_to(course.root)
     for lang in set(languages(course)) - set(langs):  # a language not released is not in the bundle
         shutil.rmtree(lessons / lang, ignore_errors=True)
@@ -130,7 +133,9 @@ def _set_language(out: Path, lang: str) -> None:
     (``python -m <lessons>``, ``build``) use when not told one, so it is one the bundle holds."""
     manifest = out / MANIFEST
     text = manifest.read_text(encoding="utf-8")
-    course_table = re.search(r"(?ms)^\[course\]\s*$(.*?)(?=^\[|\Z)", text)
+    course_table = re.search(r"(?ms)^\[course\][ \t]*(?:#[^\n]*)?$(.*?)(?=^\[|\Z)", text)  # a comment may follow
+    if course_table is None:
+        raise ValueError(f"{manifest}: no [course] table to set the language in (write its header on a line of its own)")
     line = f"language = {json.dumps(lang)}"
     body = re.sub(r'(?m)^language\s*=\s*"[^"\n]*"', lambda _: line, course_table[1], count=1)
     if body == course_table[1] and not re.search(r"(?m)^language\s*=", body):

@@ -65,6 +65,7 @@ class Api:
         """Raise ValueError, naming what is not this API, unless ``call`` names only what it admits:
         one of its functions or classes, a method of that class, objects built from its classes or
         from the torch modules handed in."""
+        inner: tuple  # where values may hold recipes: the call's, and what builds its object
         target, inner = call.target, (call.args, call.kwargs, call.grad_outputs)
         if isinstance(target, New):
             if target.target not in self.classes:

@@ -51,6 +51,7 @@ class MalformedLine(ValueError):
 
 def encode(message: Message) -> bytes:
     """One line of the channel."""
+    data: dict[str, object]
     if isinstance(message, GradeRequest):
         data = {"folders": [str(p) for p in message.folders], "report": str(message.report)}
     elif isinstance(message, Graded):

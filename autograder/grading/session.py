@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from autograder.core.i18n import _
 from autograder.core.manifest import Course
 from autograder.grading.errors import GraderError
 from autograder.grading.forking import import_grader
+
+if TYPE_CHECKING:  # (imported where the zygote starts: alive)
+    from autograder.sandbox.pool import ZygoteConnection
 
 
 class GradingSession:
@@ -42,7 +46,7 @@ class GradingSession:
                  remember: bool = True):
         self.course, self.sandbox, self.announce, self.own = course, sandbox, announce, own
         self.remember = remember
-        self.pool = None
+        self.pool: ZygoteConnection | None = None
         self.warning: str | None = None
 
     def __enter__(self) -> "GradingSession":
@@ -58,7 +62,8 @@ class GradingSession:
         Raises OSError (or the sandbox's error) when it cannot start."""
         from autograder.sandbox.pool import Pool, prestart
 
-        if self.own and self.pool is not None and self.pool.proc.poll() is not None:
+        # (own: the session's pool is a Pool, whose zygote it started)
+        if self.own and self.pool is not None and cast(Pool, self.pool).proc.poll() is not None:
             self.pool.close()
             self.pool = None
         if self.pool is None:
@@ -66,6 +71,7 @@ class GradingSession:
             if self.warning is None and self.pool.warning:
                 self.warning = self.pool.warning
                 if self.announce:  # a mode that hides less than full isolation says so, loudly
+                    assert self.course.brand is not None  # a loaded course's (not the sandboxed worker's)
                     print(f"{self.course.brand.command}: {self.notice}", file=sys.stderr)
         return self.pool
 

@@ -81,6 +81,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.ip = str(self._private / "ipc")
         if os.geteuid() == 0:
             os.chown(self._private, self._uid(), self._uid())
+        assert self.kernel_spec is not None  # the kernel this manager was named for
         self.kernel_spec.interrupt_mode = "message"  # signals cannot cross into the kernel's own session
         return await super()._async_pre_start_kernel(**kw)
 
@@ -119,6 +120,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def _sandbox(self) -> list[str]:
         course = load_course()
+        assert self._launch_args is not None  # set by pre_start_kernel, before the launch
         cwd = str(self._launch_args.get("cwd") or os.getcwd())
         unit = course.units.get(Path(cwd).name)  # nbgrader runs a notebook in .../<assignment>, one per unit
         stand_ins = [course.root / rel for rel in (unit.stand_ins.values() if unit else ())]

@@ -56,11 +56,13 @@ def public_test(unit: str, test_id: str, namespace: dict) -> None:
     filename, function = test_id.split("::")
     path = course.public_tests / filename
     spec = importlib.util.spec_from_file_location(f"_notebook_public_{path.stem}", path)
+    assert spec is not None and spec.loader is not None  # a .py file's
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     test = getattr(module, function)
     doc = (test.__doc__ or function).strip().splitlines()[0]
     use_profile()
+    message: str | None  # None: the test passed
     with warnings.catch_warnings(record=True) as caught:  # warnings to stdout: stderr would read as a failure
         warnings.simplefilter("always")
         try:
@@ -95,6 +97,7 @@ def hidden_tests(unit: str) -> None:
 
     course = load_course()
     course_dir = _course_dir_of_autograded() or course.nbgrader_course
+    assert course_dir is not None and course.brand is not None  # a loaded course's
     layout = read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")  # nbgrader's own folder name
     submitted = read_notebook(Path.cwd() / f"{unit}.ipynb")
     if layout is None or submitted is None:

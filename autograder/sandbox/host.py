@@ -56,6 +56,7 @@ import signal
 import stat
 import time
 from pathlib import Path
+from typing import cast
 
 from autograder.core import redact
 from autograder.core.forbidden import STAND_INS
@@ -167,7 +168,7 @@ class SandboxSubject:
         self._used_test = 0.0
         self._used_unit: dict[str, float] = {name: 0.0 for name in course.units}
         self._timeouts = Timeouts(timeout, limits.timeouts_per_unit)
-        self._worker = None  # (id, req_w, rep_r, out_r)
+        self._worker: tuple[int, int, int, int] | None = None  # (id, req_w, rep_r, out_r)
         self._worker_unit: str | None = None
         self._cgroups: Cgroups | None = None
         self._cpu: CpuLease | None = None  # held while a worker lives
@@ -419,7 +420,7 @@ class SandboxSubject:
 
     def _receive(self, limit: float, budget: str | None = None) -> tuple[dict, dict]:
         """The worker's next frame, within ``limit`` seconds (``budget``: the reason when that is a budget's end)."""
-        wid, _, rep_r, out_r = self._worker
+        wid, _, rep_r, out_r = cast("tuple[int, int, int, int]", self._worker)  # (called with a worker alive)
         deadline = time.monotonic() + limit
         eof_at = None
         while True:
@@ -508,7 +509,7 @@ class SandboxSubject:
             self._note_seen(unit, answer.seen)
             if answer.ok:
                 return transport.result_from(values)
-            return transport.error_from(answer.error, self._redactor)
+            return transport.error_from(cast(dict, answer.error), self._redactor)  # (set when not ok)
         except transport.ProtocolError as error:
             self._lose(_Lost(N_("the worker sent a malformed reply")))
             return StudentError(Failure.BAD_OUTPUT, N_("the worker sent a malformed reply ({problem})").format(problem=error))

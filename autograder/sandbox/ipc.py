@@ -37,6 +37,7 @@ import ctypes
 import functools
 import os
 import re
+from typing import cast
 
 SHM = "/dev/shm"
 SYSV = {"shm": "shmid", "msg": "msqid", "sem": "semid"}  # /proc/sysvipc file -> its id column
@@ -73,7 +74,7 @@ def remove(uid: int, before: frozenset[tuple] = frozenset()) -> None:
                 try:
                     os.unlink(name, dir_fd=folder)
                 except IsADirectoryError:
-                    _remove_folder(folder, name)
+                    _remove_folder(cast(int, folder), name)  # (snapshot found it there: the folder is open)
             except OSError:
                 pass
 

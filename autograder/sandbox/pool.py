@@ -24,7 +24,9 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from autograder.core.manifest import Course
 from autograder.sandbox import visible
@@ -42,6 +44,8 @@ class ZygoteConnection:
     of the process that started this one."""
 
     _lock = threading.Lock()  # (one for every connection: Pool.acquire's and release's)
+    _finalizer: weakref.finalize  # each kind's own (Pool, AttachedPool): what closing it does
+    _ended: Callable[[], bool]  # each kind's own: whether the zygote has ended
 
     def __init__(self, course: Course, mode: str, priv: Path, sock: socket.socket):
         self.course, self.users, self.closed = course, 0, False
@@ -173,6 +177,7 @@ class Pool(ZygoteConnection):
     """
 
     _shared: dict[str, ZygoteConnection] = {}
+    proc: subprocess.Popen  # the zygote's, started by __init__
 
     @classmethod
     def acquire(cls, course: Course) -> ZygoteConnection:
@@ -239,7 +244,7 @@ class Pool(ZygoteConnection):
         config_path = lib / "zygote.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         argv = ["-I", "-S", str(inner_lib / "autograder" / "sandbox" / "inside" / "zygote.py"), str(inner_lib / "zygote.json")]
-        command = bwrap_command(bwrap(), self.priv, executable, argv, self.course.limits.box_tmp) if full else [executable, *argv]
+        command = bwrap_command(cast(str, bwrap()), self.priv, executable, argv, self.course.limits.box_tmp) if full else [executable, *argv]
         self.log = open(self.priv / "zygote.log", "wb")
         self.proc = subprocess.Popen(
             command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
@@ -275,6 +280,7 @@ class Pool(ZygoteConnection):
 
     def _lock_course_tree(self) -> None:
         """Without namespaces, the answers are hidden by mode alone: 0700, root's."""
+        assert self.course.nbgrader_course is not None  # a loaded course's (the grader's)
         tests = self.course.hidden_tests.parent if self.course.hidden_tests.parent != self.course.root else self.course.hidden_tests
         stand_ins = {(self.course.root / rel).parent for unit in self.course.units.values() for rel in unit.stand_ins.values()}
         # The nbgrader course folder holds the source notebooks, answers included.
@@ -353,7 +359,7 @@ def wait_readable(fds, timeout: float) -> list:
         return []
 
 
-def prestart(course: Course) -> Pool:
+def prestart(course: Course) -> ZygoteConnection:
     """Start the zygote now (it imports torch while the caller does its own imports).
     The caller holds the pool until it calls ``release()`` on what this returns."""
     return Pool.acquire(course)

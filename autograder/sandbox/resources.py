@@ -157,7 +157,7 @@ def _remove_stale_cgroups() -> None:
 
 def _own_cgroups() -> dict[str, str]:
     """controller -> this process's v1 cgroup path."""
-    found = {}
+    found: dict[str, str] = {}
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -221,6 +221,8 @@ class UidLease:
 
     Refused, with a message, where the lock folder is not this user's alone: whoever could
     write there could replace a held lock file and hand one uid to two graders at once."""
+
+    _fd: int | None  # the uid's lock file, held (None: released)
 
     def __init__(self):
         if not _own_folder(UID_LOCKS):

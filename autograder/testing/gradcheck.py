@@ -16,11 +16,11 @@ import torch
 
 from autograder.core.cases import attach
 from autograder.core.i18n import _
-from autograder.core.subject import Call, leaves_of, map_nested
+from autograder.core.subject import Call, Result, leaves_of, map_nested
 
 
 def check_gradients(
-    run: Callable[[Call], object],
+    run: Callable[[Call], Result],
     build: Callable[[list[torch.Tensor], object], Call],
     tensors: list[torch.Tensor],
     *,

@@ -30,6 +30,7 @@ import re
 import select
 import struct
 import time
+from typing import cast
 
 import torch
 
@@ -200,7 +201,7 @@ def pack(header: dict, values: dict | None = None) -> bytes:
     return _PREFIX.pack(MAGIC, len(head), len(blob)) + head + blob
 
 
-def unpack(head: bytes, blob: bytes, *, devices: bool = True) -> tuple[dict, dict]:
+def unpack(head: bytes, blob: bytes | bytearray, *, devices: bool = True) -> tuple[dict, dict]:
     """The header and its decoded values; raises :class:`ProtocolError` on anything malformed."""
     try:
         header = json.loads(head.decode("utf-8"))
@@ -396,5 +397,5 @@ def error_from(header: dict, redactor: Redactor | None = None) -> StudentError:
     if not all(type(f) is str for f in fields):
         raise ProtocolError("malformed error report")
     clean = (redactor or _CAP_ONLY).clean
-    kind, message, where = fields
+    kind, message, where = cast("list[str]", fields)  # (each checked above)
     return StudentError(clean(kind, 100), clean(message, MESSAGE_LIMIT), clean(where, 200))

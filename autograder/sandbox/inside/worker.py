@@ -44,6 +44,7 @@ import os
 import shutil
 import signal
 import sys
+from typing import cast
 
 from autograder.core import protocol
 from autograder.core.i18n import N_
@@ -217,9 +218,9 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
         request = channel.Request.decode(header)
         if request.test != test:
             test = request.test
-            inner.begin(test)
+            inner.begin(cast(str, test))  # (the grader names a test once one has begun)
         if request.op == channel.Op.STATUS:
-            unit = request.unit
+            unit = cast(str, request.unit)  # a status request's: the spawn's unit, checked below
             if unit != spawn["unit"]:
                 os._exit(70)  # a worker serves one unit only: its view holds that unit's stand-ins
             try:

@@ -20,9 +20,14 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 # Modules of the package, imported by main() once sys.path holds it (this file starts as a script).
-channel = procs = syscalls = worker = None
+if TYPE_CHECKING:
+    from autograder.sandbox.inside import procs, syscalls, worker
+    from autograder.sandbox.inside import zygote_channel as channel
+else:
+    channel = procs = syscalls = worker = None
 
 # PID 1 of each worker's PID namespace: a shell waiting for a child, whose ``wait`` reaps any
 # child, adopted ones too. Spawned, it costs an exec (``posix_spawn`` copies no page tables); a
@@ -75,7 +80,7 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self.send(self.sock, channel.Ready(os.getpid()))
         while True:
-            ready, _, _ = select.select([*self.connections, wake_r], [], [])
+            ready, _, _ = select.select(cast("list[socket.socket | int]", [*self.connections, wake_r]), [], [])
             if wake_r in ready:
                 os.read(wake_r, 4096)
                 self.reap()
@@ -105,8 +110,8 @@ class Zygote:
                     os.kill(each, signal.SIGKILL)
                 except OSError:
                     pass
-            if not entry.unreaped:
-                self.send(entry.conn, channel.Exit(entry.id, entry.status))
+            if not entry.unreaped:  # its own pid among them: its status is set
+                self.send(entry.conn, channel.Exit(entry.id, cast(int, entry.status)))
 
     def kill(self, conn: socket.socket, wid: int | None) -> None:
         """Kill ``conn``'s worker ``wid`` (None: all of its workers)."""

@@ -67,6 +67,7 @@ Message = Ready | Exit
 
 def encode(message: Request | Message) -> bytes:
     """One line of the channel."""
+    data: dict[str, object]
     if isinstance(message, Attach):
         data = {"op": str(Op.ATTACH)}
     elif isinstance(message, Spawn):
