@@ -90,6 +90,23 @@ def test_release_bundle_checks_student_work(tmp_path):
     assert all(t["visibility"] == "visible" for t in unit["tests"])
 
 
+def test_release_sets_the_language_under_a_commented_header(tmp_path):
+    """``release --lang`` rewrites the manifest's ``[course]`` table; a comment after its header
+    (valid TOML) once made it crash with a TypeError."""
+    from autograder.core.manifest import MANIFEST, load_course
+    from autograder.delivery.release import _set_language
+
+    out = tmp_path / "bundle"
+    attn_course("release", str(out))
+    manifest = out / MANIFEST
+    text, count = re.subn(r"(?m)^\[course\]$", "[course]  # the course itself", manifest.read_text(encoding="utf-8"))
+    assert count == 1
+    manifest.write_text(text, encoding="utf-8")
+    _set_language(out, "zh")
+    assert load_course(out).language == "zh"
+    assert "[course]  # the course itself" in manifest.read_text(encoding="utf-8")
+
+
 def _base_version(name: str) -> str:
     return importlib.metadata.version(name).split("+")[0]
 
