@@ -60,8 +60,9 @@ def project_requirements(extra: str, *, pinned: Collection[str] = (), pyproject:
             raise ValueError(f"{pyproject}: no extra {name!r} in [project.optional-dependencies]")
         for spec in extras[name]:
             key = requirement_name(spec)
-            if key == own:  # the project's own extras, e.g. "<project>[engine]"
-                for sub in cast(re.Match[str], re.search(r"\[([^\]]*)\]", spec))[1].split(","):
+            if key == own:  # the project's own extras, e.g. "<project>[engine]" (none: nothing to add)
+                named = re.search(r"\[([^\]]*)\]", spec)
+                for sub in named[1].split(",") if named else ():
                     if sub.strip() not in seen:
                         expand(sub.strip(), (*seen, sub.strip()))
             elif key not in found:
