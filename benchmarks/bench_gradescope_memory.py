@@ -34,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from autograder.core.manifest import load_course  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests" / "project"))
+from modes import NO_NAMESPACES  # noqa: E402
+
 LIMIT_MIB = 450
 
 
@@ -74,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between samples")
     parser.add_argument("--units", help="comma-separated units to hand in (default: all)")
+    parser.add_argument("--mode", choices=("container", "full"), default="container")
     args = parser.parse_args()
     course = load_course(ROOT)
     units = args.units.split(",") if args.units else list(course.units)
@@ -91,7 +95,10 @@ def main() -> None:
             shutil.copyfile(course.solutions / course.units[unit].file, root / "submission" / course.units[unit].file)
         env = {**os.environ, "AUTOGRADER_GRADESCOPE_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
         start = time.monotonic()
-        proc = subprocess.Popen(["bash", str(root / "source" / "run_autograder")], env=env,
+        script = ["bash", str(root / "source" / "run_autograder")]
+        if args.mode == "container":  # Gradescope's Docker: no namespaces (its seccomp profile refuses them)
+            script = [sys.executable, "-c", NO_NAMESPACES + "import os, sys; os.execvp(sys.argv[1], sys.argv[1:])", *script]
+        proc = subprocess.Popen(script, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         peak, anon, at_peak = 0, 0, []
         while proc.poll() is None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
-from autograder.delivery.platform import HostedPlatform, grader_files, grader_packages, python_version
+from autograder.delivery.platform import HostedPlatform, grader_files, grader_packages, python_version, start_grader
 
 EXPLANATION = (
     "Public tests are visible now. Hidden properties count too: their results appear "
@@ -58,11 +58,9 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 ROOT="${AUTOGRADER_GRADESCOPE_ROOT:-/autograder}"
 cd "$ROOT/source" || exit 1
 # Gradescope's memory limit counts the whole tree. glibc then hands each freed block of 1 MiB
-# or more back at once: with its default, sliding threshold, a long sequence's float64 reference
-# left about 250 MiB of freed tensors resident. (The sandbox's zygote sets its own environment.)
-export MALLOC_MMAP_THRESHOLD_=1048576
-exec "${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}" -m autograder.delivery.gradescope
-"""
+# or more back at once (MALLOC_MMAP_THRESHOLD_): with its default, sliding threshold, a long
+# sequence's float64 reference left about 250 MiB of freed tensors resident.
+""" + start_grader("$ROOT/venv/bin/python", "autograder.delivery.gradescope", MALLOC_MMAP_THRESHOLD_="1048576")
 
 
 class Gradescope(HostedPlatform):

@@ -88,6 +88,21 @@ class HostedPlatform(Platform):
 
 # -- what the hosted platforms share ------------------------------------------------------------
 
+def start_grader(python: str, module: str, **settings: str) -> str:
+    """The last lines of a hosted platform's script: run ``python -m module`` (``$AUTOGRADER_PYTHON``
+    instead, where set) with an environment of the script's choosing, ``settings`` added, and
+    nothing else of the platform's: the grader forks its zygote (:mod:`autograder.sandbox.forked`),
+    so every worker's memory holds a copy of the grader's environment. String hashes are fixed
+    (``PYTHONHASHSEED=0``), as a worker's must be for a grade to be the same on every run."""
+    pairs = " ".join(f"{name}={value}" for name, value in {**settings, "PYTHONHASHSEED": "0"}.items())
+    return (
+        "keep=(PATH HOME LANG LC_ALL TMPDIR ${!AUTOGRADER_@})\n"
+        "chosen=()\n"
+        'for name in "${keep[@]}"; do [ -n "${!name+x}" ] && chosen+=("$name=${!name}"); done\n'
+        f'exec env -i "${{chosen[@]}}" {pairs} "${{AUTOGRADER_PYTHON:-{python}}}" -m {module}\n'
+    )
+
+
 def log(line: str) -> None:
     """One line of the grader's log (what the platform keeps of the run's stdout, for instructors)."""
     text = safe_name(line)
@@ -111,7 +126,8 @@ def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> tuple
             log(f"not graded: {error}")
             return str(error), None
         log(f"grading {', '.join(sorted(p.name for p in folder.iterdir()))}")
-        with GradingSession(course, sandbox=sandbox, remember=False) as session:  # one submission
+        # One submission, on a machine short of memory; nothing read yet that a student may not see.
+        with GradingSession(course, sandbox=sandbox, remember=False, fork_zygote=True) as session:
             result = session.grade([folder])[0]
     for unit in result.units.values():
         log(f"{unit.name}: {unit.score:g}/{unit.max_score:g} ({unit.status}) {unit.message}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
-from autograder.delivery.platform import HostedPlatform, grader_files, grader_packages, python_version
+from autograder.delivery.platform import HostedPlatform, grader_files, grader_packages, python_version, start_grader
 
 IMAGE = "{course}/grader"  # the default image name: build it from the exported Dockerfile and push it under this name
 
@@ -31,8 +31,7 @@ ENTRYPOINT = """#!/usr/bin/env bash
 # PrairieLearn's entrypoint: grade /grade/student, write /grade/results/results.json.
 ROOT="${AUTOGRADER_PRAIRIELEARN_ROOT:-/grade}"
 cd "$ROOT/tests" || exit 1
-exec "${AUTOGRADER_PYTHON:-python3}" -m autograder.delivery.prairielearn
-"""
+""" + start_grader("python3", "autograder.delivery.prairielearn")
 
 DOCKERFILE = """# The grading image: the grader's own Python, torch (CPU wheel) and hypothesis.
 FROM python:{python}-slim

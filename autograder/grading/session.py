@@ -40,12 +40,14 @@ class GradingSession:
     parent reports it). ``remember=False``: the suites' reference answers are not kept for the
     next submission (:mod:`autograder.testing.memo`): a process that grades one submission
     (Gradescope, PrairieLearn) asks each question once, and memory is what it is short of.
+    ``fork_zygote=True``: in a mode without namespaces, the zygote is forked from this process,
+    sharing its torch (:mod:`autograder.sandbox.forked`, which says when a process may).
     """
 
     def __init__(self, course: Course, *, sandbox: bool = True, announce: bool = True, own: bool = False,
-                 remember: bool = True):
+                 remember: bool = True, fork_zygote: bool = False):
         self.course, self.sandbox, self.announce, self.own = course, sandbox, announce, own
-        self.remember = remember
+        self.remember, self.fork_zygote = remember, fork_zygote
         self.pool: ZygoteConnection | None = None
         self.warning: str | None = None
 
@@ -67,7 +69,7 @@ class GradingSession:
             self.pool.close()
             self.pool = None
         if self.pool is None:
-            self.pool = Pool(self.course) if self.own else prestart(self.course)
+            self.pool = Pool(self.course, fork=self.fork_zygote) if self.own else prestart(self.course, fork=self.fork_zygote)
             if self.warning is None and self.pool.warning:
                 self.warning = self.pool.warning
                 if self.announce:  # a mode that hides less than full isolation says so, loudly

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import cast
 
 from autograder.core.manifest import Course
-from autograder.sandbox import visible
+from autograder.sandbox import forked, visible
+from autograder.sandbox.forked import ForkedZygote
 from autograder.sandbox.contents import INSIDE, SYSTEM_DIRS, base_sites, engine_files, package_entries
 from autograder.sandbox.inside import zygote_channel as channel
 from autograder.sandbox.isolation import bwrap, bwrap_command, isolation_mode, landlock_abi, mode_warning
@@ -53,7 +54,7 @@ class ZygoteConnection:
         self.warning = mode_warning(self.mode)
         self.holder = None  # the subject whose worker is alive
         self.priv = priv
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedZygote | None = None
         self.sock = sock
         self.sock.setblocking(False)
         self._buffer = b""
@@ -177,16 +178,16 @@ class Pool(ZygoteConnection):
     """
 
     _shared: dict[str, ZygoteConnection] = {}
-    proc: subprocess.Popen  # the zygote's, started by __init__
+    proc: subprocess.Popen | ForkedZygote  # the zygote's, started by __init__
 
     @classmethod
-    def acquire(cls, course: Course) -> ZygoteConnection:
+    def acquire(cls, course: Course, *, fork: bool = False) -> ZygoteConnection:
         with cls._lock:
             key = str(course.root)
             pool = cls._shared.get(key)
             if pool is None or pool.closed:
                 attached = os.environ.pop(ATTACH, None)  # once: a later pool of this process is its own
-                pool = cls._shared[key] = AttachedPool(course, json.loads(attached)) if attached else Pool(course)
+                pool = cls._shared[key] = AttachedPool(course, json.loads(attached)) if attached else Pool(course, fork=fork)
             pool.users += 1
             return pool
 
@@ -200,7 +201,8 @@ class Pool(ZygoteConnection):
         cls._shared.clear()
         os.environ.update(attach)
 
-    def __init__(self, course: Course):
+    def __init__(self, course: Course, *, fork: bool = False):
+        """``fork``: fork the zygote from this process where the mode allows it (:mod:`.forked`)."""
         remove_stale()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         super().__init__(course, isolation_mode(), Path(tempfile.mkdtemp(prefix=PRIV_PREFIX)), parent)
@@ -241,15 +243,21 @@ class Pool(ZygoteConnection):
             "under_tmp": [p for p in (*site_dirs, sys.base_prefix) if Path(p).is_relative_to("/tmp")],
             "landlock": None if full or not landlock_abi() else self._landlock_rules(lib),
         }
-        config_path = lib / "zygote.json"
-        config_path.write_text(json.dumps(config), encoding="utf-8")
-        argv = ["-I", "-S", str(inner_lib / "autograder" / "sandbox" / "inside" / "zygote.py"), str(inner_lib / "zygote.json")]
-        command = bwrap_command(cast(str, bwrap()), self.priv, executable, argv, self.course.limits.box_tmp) if full else [executable, *argv]
         self.log = open(self.priv / "zygote.log", "wb")
-        self.proc = subprocess.Popen(
-            command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            env=_scrubbed_env(), cwd=str(lib), start_new_session=True, preexec_fn=_die_with_parent,
-        )
+        why_not = "full mode starts it under bwrap" if full else forked.unsafe_to_fork(self._hidden())
+        if fork and why_not:
+            print(f"the sandbox's zygote starts as a fresh interpreter: {why_not}", file=sys.stderr)
+        if fork and not why_not:
+            self.proc = forked.fork_zygote({**config, "environment": _scrubbed_env()}, child.fileno(), self.log.fileno())
+        else:
+            config_path = lib / "zygote.json"
+            config_path.write_text(json.dumps(config), encoding="utf-8")
+            argv = ["-I", "-S", str(inner_lib / "autograder" / "sandbox" / "inside" / "zygote.py"), str(inner_lib / config_path.name)]
+            command = bwrap_command(cast(str, bwrap()), self.priv, executable, argv, self.course.limits.box_tmp) if full else [executable, *argv]
+            self.proc = subprocess.Popen(
+                command, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                env=_scrubbed_env(), cwd=str(lib), start_new_session=True, preexec_fn=_die_with_parent,
+            )
         child.close()
         self._finalizer = weakref.finalize(self, Pool._shutdown, self.proc, self.sock, self.log, self.priv, self._owner)
 
@@ -291,12 +299,16 @@ class Pool(ZygoteConnection):
             except OSError:
                 pass
 
-    def _landlock_rules(self, lib: Path) -> dict[str, list[str]]:
+    def _hidden(self) -> list[Path]:
+        """What a worker may not read: the answers, and the hidden suite."""
         course = self.course
+        return [p for p in (course.solutions, course.hidden_tests, course.nbgrader_course) if p is not None]
+
+    def _landlock_rules(self, lib: Path) -> dict[str, list[str]]:
         roots = [f"/{name}" for name in SYSTEM_DIRS] + [sys.base_prefix]
-        hidden = [course.root, course.solutions, course.hidden_tests, course.nbgrader_course, self.priv]
+        hidden = [self.course.root, *self._hidden(), self.priv]
         return visible.rules(roots, sorted({*package_entries(), *base_sites()}), package_entries(), str(lib),
-                             [str(p) for p in hidden if p is not None])
+                             [str(p) for p in hidden])
 
     @staticmethod
     def _shutdown(proc, sock, log, priv, owner) -> None:
@@ -359,7 +371,8 @@ def wait_readable(fds, timeout: float) -> list:
         return []
 
 
-def prestart(course: Course) -> ZygoteConnection:
-    """Start the zygote now (it imports torch while the caller does its own imports).
-    The caller holds the pool until it calls ``release()`` on what this returns."""
-    return Pool.acquire(course)
+def prestart(course: Course, *, fork: bool = False) -> ZygoteConnection:
+    """Start the zygote now (it imports torch while the caller does its own imports; forked,
+    ``fork``, it is this process's import). The caller holds the pool until it calls
+    ``release()`` on what this returns."""
+    return Pool.acquire(course, fork=fork)

@@ -20,7 +20,7 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 # Modules of the package, imported by main() once sys.path holds it (this file starts as a script).
 if TYPE_CHECKING:
@@ -229,23 +229,12 @@ def _descendants_kill(root_pid: int) -> None:
             pass
 
 
-def main(config_path: str) -> None:
-    # No collection while torch and its meta kernels import: each import adds objects that live
-    # as long as the zygote, and the collections they set off cost 0.4 s of a 1.8 s start-up.
-    # They are frozen below instead, garbage and all (a few MB, shared by every worker).
-    gc.disable()
-    with open(config_path, encoding="utf-8") as handle:
-        config = json.load(handle)
-    sys.path[:] = [config["lib"], *sys.path[1:], *config["site_dirs"]]
+def preload() -> None:
+    """Import what every worker needs, once, before the first fork: torch, its meta kernels, and
+    the worker with what it imports. A zygote started as a fresh interpreter calls it itself; one
+    forked from the grader (:mod:`autograder.sandbox.forked`) finds it done there, pages shared."""
     global channel, procs, syscalls, worker
-    from autograder.sandbox.inside import syscalls
-
-    sock = socket.socket(fileno=int(config["socket_fd"]))
-    sock.set_inheritable(False)  # (passed from the host): no namespace's init holds it
-    if not config["namespaces"]:
-        syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
-    os.chdir(config["lib"])
-    import torch  # imported once, before any fork; no torch op computes here
+    import torch  # no torch op computes here
 
     # The first meta-device ops import torch's meta kernels and, for some, torch._dynamo (0.5 s).
     # Done here, before the first fork and the freeze below, every worker inherits them, shared
@@ -257,20 +246,42 @@ def main(config_path: str) -> None:
     meta.amax(-1), torch.isfinite(meta)
     del meta
 
-    # What every worker needs, imported once here (after the fork, its uid may not reach the
-    # files): the worker with what it imports (the subject, the protocol, transport, rlimit and
-    # Landlock helpers), and this file's channel and /proc reader.
+    # What every worker needs (after the fork, its uid may not reach the files): the worker with
+    # what it imports (the subject, the protocol, transport, rlimit and Landlock helpers), and
+    # this file's channel and /proc reader.
     from autograder.core import enforce, subject  # noqa: F401
-    from autograder.sandbox.inside import procs, worker
+    from autograder.sandbox.inside import procs, syscalls, worker
     from autograder.sandbox.inside import zygote_channel as channel
 
+
+def serve(config: dict, sock: socket.socket) -> NoReturn:
+    """Be the zygote (after :func:`preload`, in the zygote's own process) until the grader goes."""
+    from autograder.core import enforce
+
+    if not config["namespaces"]:
+        syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
+    os.chdir(config["lib"])
     # The checking kernels, registered once here: every worker inherits them.
     enforce.install({k: tuple(v) for k, v in config["kernels"].items()})
-
     gc.freeze()
     gc.enable()
     Zygote(config, sock).serve()
     os._exit(0)
+
+
+def main(config_path: str) -> None:
+    """The zygote as a fresh interpreter (``python -I -S zygote.py CONFIG``, under bwrap in full mode)."""
+    # No collection while torch and its meta kernels import: each import adds objects that live
+    # as long as the zygote, and the collections they set off cost 0.4 s of a 1.8 s start-up.
+    # They are frozen in serve() instead, garbage and all (a few MB, shared by every worker).
+    gc.disable()
+    with open(config_path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    sys.path[:] = [config["lib"], *sys.path[1:], *config["site_dirs"]]
+    sock = socket.socket(fileno=int(config["socket_fd"]))
+    sock.set_inheritable(False)  # (passed from the host): no namespace's init holds it
+    preload()
+    serve(config, sock)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,83 @@
+"""The zygote forked from the grader: what the child undoes of the grader before it serves.
+
+In container and plain modes on a hosted platform, the zygote is a child of the grading process
+(:mod:`autograder.sandbox.forked`) instead of a fresh ``python -I -S zygote.py``: torch, its meta
+kernels and the worker's modules are then in memory once, their pages shared by the grader, the
+zygote and each worker (Gradescope's memory limit counts them all). The grader forks before it
+has read anything a student may not see, so the child's memory holds nothing of that; what it
+still holds of the grader is undone here, to what a fresh zygote has: the process (its own
+session, killed with the grader, no descriptor but its socket), the environment, the signals,
+the import path (the box's copy of the engine, never the grader's tree), the builtins ``site``
+adds, and torch's threads (one, as ``OMP_NUM_THREADS=1`` gives a fresh one).
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import os
+import signal
+import sys
+from typing import NoReturn
+
+from autograder.sandbox.inside import syscalls, zygote
+
+M_ARENA_MAX = -8  # mallopt's: what MALLOC_ARENA_MAX sets in a fresh zygote's environment
+SITE_BUILTINS = ("exit", "quit", "help", "copyright", "credits", "license")  # what -S leaves out
+
+
+def become_zygote(config: dict, sock_fd: int, log_fd: int, grader: int) -> NoReturn:
+    """In the child just forked from ``grader`` (its pid): reset, then serve as the zygote."""
+    try:
+        _own_process(sock_fd, log_fd, grader)
+        _fresh_interpreter(config)
+        import socket
+
+        sock = socket.socket(fileno=sock_fd)
+        sock.set_inheritable(False)
+        zygote.serve(config, sock)
+    finally:
+        os._exit(70)  # never back into the grader's frames
+
+
+def _own_process(sock_fd: int, log_fd: int, grader: int) -> None:
+    os.setsid()
+    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != grader:  # it ended before the line above: nothing would kill us with it
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.closerange(3, sock_fd)  # the grader's files, sockets and locks: only the zygote's socket stays
+    os.closerange(sock_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    for number in range(1, signal.NSIG):
+        try:
+            if signal.getsignal(number) not in (signal.SIG_DFL, None):
+                signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP, or numbers Python does not handle
+            pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # what Python gives a fresh interpreter
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.set_wakeup_fd(-1)
+
+
+def _fresh_interpreter(config: dict) -> None:
+    os.environ.clear()
+    os.environ.update(config["environment"])
+    # The import path of ``python -I -S`` (the standard library alone), the box's copy of the
+    # engine before it, the packages torch needs after it; the engine's packages, imported from
+    # the grader's tree, find what they import later in the box's copy.
+    stdlib = [p for p in sys.path if p.startswith(sys.base_prefix) and "-packages" not in p]
+    sys.path[:] = [config["lib"], *stdlib, *config["site_dirs"]]
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] == "autograder" and hasattr(module, "__path__"):
+            module.__path__ = [os.path.join(config["lib"], *name.split("."))]
+    sys.path_importer_cache.clear()
+    sys.argv = [os.path.join(config["lib"], "autograder", "sandbox", "inside", "zygote.py")]
+    sys.dont_write_bytecode = True  # (PYTHONDONTWRITEBYTECODE=1 in a fresh zygote's environment)
+    for name in SITE_BUILTINS:
+        builtins.__dict__.pop(name, None)
+    import torch
+
+    torch.set_num_threads(1)
+    ctypes.CDLL(None).mallopt(M_ARENA_MAX, 2)
