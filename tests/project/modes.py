@@ -50,6 +50,12 @@ RUN_CLI = textwrap.dedent("""
 """)
 
 
+def in_container(argv: list[str]) -> list[str]:
+    """``argv`` as a command that runs it under :data:`NO_NAMESPACES` (a filter survives exec),
+    as Gradescope's Docker runs its scripts."""
+    return [sys.executable, "-c", NO_NAMESPACES + "import os, sys; os.execvp(sys.argv[1], sys.argv[1:])", *argv]
+
+
 def skip_reason(mode: str) -> str | None:
     """Why ``mode`` cannot be made here (None: it can)."""
     if mode == "full" and isolation_mode() != "full":

@@ -153,7 +153,7 @@ EXPECT = {
     "endless_loop_uncatchable": "timed out", "out_of_memory": "ran out of memory", "print_flood": "printed more than",
     "session_children": "", "forged_results": "", "syntax_error": "does not compile",
     "evil_exception": "exited with status 0", "garbage_reply": "malformed", "symlink_file": "symbolic link",
-    "symlink_dir": "", **{name: "softmax" for name in generated.FORBIDDEN},
+    "symlink_dir": "", "inherited": "", **{name: "softmax" for name in generated.FORBIDDEN},
     # Other routes to the forbidden kernels (issue 13; their messages are checked in test_forbidden.py).
     **{p.name: "" for p in HOSTILE.glob("forbidden_*") if (p / "attention.py").is_file()},
 }
