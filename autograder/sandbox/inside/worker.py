@@ -20,7 +20,8 @@ package (no solutions, no tests, no course data). What each mode hides:
   root, bwrap adds a user namespace (``--disable-userns`` inside it) and each
   worker clears its capabilities with ``capset``: there is no separate uid.
 * **container** and **plain** modes: no namespaces; the zygote runs as the
-  grader does, workers switch uid where root allows (container) and, where
+  grader does (on a hosted platform, forked from it: :mod:`.from_grader`),
+  workers switch uid where root allows (container) and, where
   the kernel has Landlock, restrict themselves to what full mode would show
   (``landlock.py``). What a worker's uid leaves in the host's IPC namespace
   and /dev/shm is removed by the grader once the worker has ended

@@ -1,7 +1,8 @@
 """The zygote, in the box: it imports torch once and forks one worker per (submission, unit).
 
 Started by :class:`autograder.sandbox.pool.Pool` as ``python -I -S zygote.py CONFIG`` from a
-private copy of the grader's package (no solutions, no tests, no course data); what each mode
+private copy of the grader's package (no solutions, no tests, no course data), or forked from a
+hosted platform's grader in a mode without namespaces (:mod:`autograder.sandbox.forked`); what each mode
 hides is :mod:`autograder.sandbox.inside.worker`'s docstring. The zygote runs trusted code only
 (it never imports student code nor reads a stand-in) and serves the grader over a Unix socket
 (:mod:`autograder.sandbox.inside.zygote_channel`), which also carries each worker's pipes and its
