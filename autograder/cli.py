@@ -195,7 +195,6 @@ def _build(course: Course, args) -> int:
 def _need_hidden_tests(course: Course) -> None:
     """Grading runs the hidden suites: where they are absent (a student's bundle) say so, not pytest."""
     if not course.hidden_tests.is_dir():
-        assert course.brand is not None  # a loaded course's (not the sandboxed worker's)
         raise UsageError(_("no hidden tests here ({folder}/ is the instructor's): grades come from the course's "
                            "grader; `{command} check` runs the public tests on your work").format(
             folder=course.hidden_tests.relative_to(course.root).as_posix(), command=course.brand.command))
@@ -470,7 +469,6 @@ def _main(argv: list[str]) -> int:
         return nbgrader_main(argv[1:])
     if argv and argv[0] in course.commands:
         return _course_command(course, argv[0], argv[1:])
-    assert course.brand is not None  # load_course's (only the sandboxed worker's course has none)
     args = _parser(course.brand.command, {n: course.root / f for n, f in course.commands.items()},
                    course.limits).parse_args(argv)
     try:

@@ -17,7 +17,6 @@ def translation(page: Path, lang: str | None) -> Path:
 def unit_section(course: Course, unit: str, lang: str | None = None) -> str:
     """The section of ``unit`` in the API page (in ``lang``, where the page is translated): from its
     heading ``## N. `<file>``` to the next ``## `` heading."""
-    assert course.api is not None  # a loaded course's (only the sandboxed worker's has none)
     text = translation(course.api, lang).read_text(encoding="utf-8")
     start = re.search(rf"^## \d+\. `{re.escape(course.units[unit].file)}`.*$", text, re.M)
     if start is None:

@@ -17,7 +17,6 @@ from autograder.core.manifest import Course
 def _lessons_package(course: Course) -> types.ModuleType:
     """The lesson authors' package (its ``parse``, ``SETUP`` and ``DEMO``), loaded from its
     folder by path: nothing is added to ``sys.path``, and nothing else of it runs."""
-    assert course.lessons is not None  # a loaded course's (only the sandboxed worker's has none)
     spec = importlib.util.spec_from_file_location("_course_lessons", course.lessons / "__init__.py",
                                                   submodule_search_locations=[str(course.lessons)])
     assert spec is not None and spec.loader is not None  # a .py file's
@@ -29,12 +28,10 @@ def _lessons_package(course: Course) -> types.ModuleType:
 def languages(course: Course) -> list[str]:
     """The languages of the lessons: the folders under the lessons folder (``en``, ``zh``, ...;
     one whose name starts with ``_`` or ``.`` is not a language)."""
-    assert course.lessons is not None  # a loaded course's (only the sandboxed worker's has none)
     return sorted(p.name for p in course.lessons.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 
 def lesson_source(course: Course, unit: str, lang: str | None = None) -> Path | None:
-    assert course.lessons is not None  # a loaded course's (only the sandboxed worker's has none)
     path = course.lessons / (lang or course.language) / f"{unit}.md"
     return path if path.is_file() else None
 

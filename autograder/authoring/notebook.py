@@ -109,7 +109,6 @@ def _points(x: float) -> str:
 
 def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list[Chunk], text: dict,
                     questions: bool, lang: str | None) -> list:
-    assert course.brand is not None and course.api is not None  # a loaded course's (not the worker's)
     spec, key = course.units[unit], course.brand.metadata_key
     names = {"file": spec.file, "api": translation(course.api, lang).name, "command": course.brand.command, "unit": unit,
              "points": f"{QUESTION_POINTS:g}"}
@@ -136,7 +135,6 @@ def _exercise_cells(course: Course, unit: str, docstring_file: str, chunks: list
 
 
 def _test_cells(course: Course, unit: str, text: Any) -> list:  # text: notebook_text(), then a cell's source
-    assert course.brand is not None  # a loaded course's (not the worker's)
     tests, key = rubric(course, unit), course.brand.metadata_key
     visible = [t for t in tests if t.visibility == "visible"]
     hidden = [t for t in tests if t.visibility == "hidden"]
@@ -171,7 +169,6 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
     spec = course.units[unit]
     path = course.solutions / spec.file
     docstring, docstring_file, chunks = split_module(path.read_text(encoding="utf-8"), unit, f"{course.solutions.name}/{spec.file}")
-    assert course.brand is not None  # a loaded course's (not the worker's)
     cells = []
     parts = lesson_parts(course, unit, docstring, lang)
     question = question_pattern(notebook_text(course, lang)["question"])
@@ -222,7 +219,6 @@ TEXT = {
 
 def notebook_text(course: Course, lang: str | None) -> dict[str, str]:
     """:data:`TEXT`, with what ``<lessons>/<lang>/notebook.toml`` translates."""
-    assert course.lessons is not None  # a loaded course's (not the worker's)
     path = course.lessons / (lang or course.language) / "notebook.toml"
     given = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     unknown = set(given) - set(TEXT)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autograder.core.i18n import N_
-from autograder.core.manifest import Course, Rules, Unit
+from autograder.core.manifest import CourseUnits, Rules, Unit
 
 _counter = itertools.count()
 
@@ -85,7 +85,7 @@ def _package(prefix: str, path: list[str]) -> str:
     return package
 
 
-def load_stand_ins(course: Course, unit: Unit, *,
+def load_stand_ins(course: CourseUnits, unit: Unit, *,
                    trusted: Callable[[types.ModuleType], None] | None = None) -> dict[str, types.ModuleType]:
     """The trusted stand-ins of ``unit``'s siblings (course.toml ``stand_ins``), each a module of
     one fresh private package, so the unit's ``from .sibling import ...`` finds them there.
@@ -96,7 +96,7 @@ def load_stand_ins(course: Course, unit: Unit, *,
     return _stand_ins_into(_package("_stand_ins", []), course, unit, trusted)
 
 
-def _stand_ins_into(package: str, course: Course, unit: Unit, trusted) -> dict[str, types.ModuleType]:
+def _stand_ins_into(package: str, course: CourseUnits, unit: Unit, trusted) -> dict[str, types.ModuleType]:
     found = {}
     for sibling, stand_in in unit.stand_ins.items():
         found[sibling] = _exec_file(f"{package}.{sibling}", course.root / stand_in)
@@ -105,7 +105,7 @@ def _stand_ins_into(package: str, course: Course, unit: Unit, trusted) -> dict[s
     return found
 
 
-def load_folder(course: Course, folder: Path) -> dict[str, types.ModuleType]:
+def load_folder(course: CourseUnits, folder: Path) -> dict[str, types.ModuleType]:
     """Every unit file present in ``folder``, imported as one private package (the units then
     import each other as a student's package would); unit name -> module."""
     package = _package("_folder", [str(folder)])
@@ -113,7 +113,7 @@ def load_folder(course: Course, folder: Path) -> dict[str, types.ModuleType]:
             for u in course.units.values() if (folder / u.file).is_file()}
 
 
-def load_unit(course: Course, unit: Unit, folder: Path, *, isolate: bool,
+def load_unit(course: CourseUnits, unit: Unit, folder: Path, *, isolate: bool,
               trusted: Callable[[types.ModuleType], None] | None = None, rules: Rules | None = None) -> types.ModuleType:
     """``trusted`` is applied to each stand-in module before the unit's own code runs. With
     ``rules``, the unit (and any sibling of the submission's it imports) runs with the builtins

@@ -55,7 +55,12 @@ class Branding:
 
 
 @dataclass(frozen=True)
-class Course:
+class CourseUnits:
+    """What grading a course's units needs of it: the units, where the suites and the answers lie,
+    the rules, the kernel families and the limits. A sandboxed worker rebuilds one of these (its
+    folders absent, :mod:`autograder.sandbox.inside.worker`) and knows nothing more of the course;
+    the grader's side has the whole :class:`Course`."""
+
     root: Path
     name: str
     units: dict[str, Unit]
@@ -63,34 +68,12 @@ class Course:
     assignments: Path
     hidden_tests: Path
     public_tests: Path
-    # None only for the course a sandboxed worker rebuilds, which knows its units and nothing else.
-    lessons: Path | None = None
-    nbgrader_course: Path | None = None
-    api: Path | None = None
-    # The course's message catalogues (<locale>/<lang>/LC_MESSAGES/messages.po, autograder.core.i18n).
-    locale: Path | None = None
-    student_readme: Path | None = None
-    student_bundle: tuple[str, ...] = ()
-    brand: Branding | None = None
-    language: str = "en"  # the notebooks' language, where a command is not told another
-    # What the student bundle's own files need beyond the engine's (its lessons' plots, a viewer's weights).
-    student_requires: tuple[str, ...] = ()
-    # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
-    commands: dict[str, str] = field(default_factory=dict)
-    # What a unit file may reach (course.toml ``[rules]``); None: no allow-list (the worker's course).
+    # What a unit file may reach (course.toml ``[rules]``); None: no allow-list.
     rules: Rules | None = None
     # Kernel families: name -> substrings of dispatcher operator names (course.toml ``[kernels]``).
     kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # What late work costs (course.toml ``[late]``, :mod:`autograder.core.lateness`); none by default.
-    late: LatePolicy = field(default_factory=LatePolicy)
     # The engine's limits (course.toml ``[limits]``, :mod:`autograder.core.settings`); the defaults by default.
     limits: Limits = field(default_factory=Limits)
-
-    @property
-    def nbgrader_source(self) -> Path:
-        """nbgrader's source folder: ``source/`` is nbgrader's own default name under its course folder."""
-        assert self.nbgrader_course is not None  # set for every course but the worker's, which has no nbgrader
-        return self.nbgrader_course / "source"
 
     def unit_for_file(self, filename: str) -> Unit | None:
         return next((u for u in self.units.values() if u.file == filename), None)
@@ -103,6 +86,32 @@ class Course:
         if unknown:
             raise ValueError(f"unknown unit(s) {', '.join(unknown)}; the units are {', '.join(self.units)}")
         return [u for u in self.units.values() if u.name in names]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Course(CourseUnits):
+    """A course as its ``course.toml`` describes it (:func:`load_course`)."""
+
+    lessons: Path
+    nbgrader_course: Path
+    api: Path
+    student_readme: Path
+    brand: Branding
+    # The course's message catalogues (<locale>/<lang>/LC_MESSAGES/messages.po, autograder.core.i18n); None: English only.
+    locale: Path | None = None
+    student_bundle: tuple[str, ...] = ()
+    language: str = "en"  # the notebooks' language, where a command is not told another
+    # What the student bundle's own files need beyond the engine's (its lessons' plots, a viewer's weights).
+    student_requires: tuple[str, ...] = ()
+    # Extra CLI commands the course provides: name -> file (relative to root) with main(argv).
+    commands: dict[str, str] = field(default_factory=dict)
+    # What late work costs (course.toml ``[late]``, :mod:`autograder.core.lateness`); none by default.
+    late: LatePolicy = field(default_factory=LatePolicy)
+
+    @property
+    def nbgrader_source(self) -> Path:
+        """nbgrader's source folder: ``source/`` is nbgrader's own default name under its course folder."""
+        return self.nbgrader_course / "source"
 
 
 def find_root(start: Path | None = None) -> Path:

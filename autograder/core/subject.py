@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # the engine's own, 
 
 from autograder.core import enforce, loader
 from autograder.core.i18n import N_
-from autograder.core.manifest import Course, Unit
+from autograder.core.manifest import CourseUnits, Unit
 from autograder.core.protocol import Call, Failure, New, Result, StudentError, leaves_of, map_nested
 from autograder.core.settings import DEFAULTS
 
@@ -130,7 +130,7 @@ class _LargestStorage(TorchDispatchMode):
 class InProcessSubject:
     """Serve a submission folder from this very process (no sandbox)."""
 
-    def __init__(self, course: Course, folder: Path, *, isolate: bool = True, timeout: float | None = None):
+    def __init__(self, course: CourseUnits, folder: Path, *, isolate: bool = True, timeout: float | None = None):
         timeout = course.limits.call_timeout if timeout is None else timeout
         self.course, self.folder, self.isolate, self.timeout = course, Path(folder).resolve(), isolate, timeout
         self.failure: str | None = None  # nothing here can break apart from the student's code

@@ -104,9 +104,6 @@ def release(course: Course, out: Path, langs: list[str] | None = None) -> Path:
                 translated = translation(source, lang)
                 if translated != source:
                     shutil.copy(translated, out / translated.relative_to(course.root))
-    # A loaded course's paths and names (only the sandboxed worker's course lacks them).
-    assert course.lessons is not None and course.student_readme is not None and course.api is not None
-    assert course.brand is not None
     lessons = out / course.lessons.relative_to(course.root)
     for lang in set(languages(course)) - set(langs):  # a language not released is not in the bundle
         shutil.rmtree(lessons / lang, ignore_errors=True)

@@ -97,7 +97,6 @@ def hidden_tests(unit: str) -> None:
 
     course = load_course()
     course_dir = _course_dir_of_autograded() or course.nbgrader_course
-    assert course_dir is not None and course.brand is not None  # a loaded course's
     layout = read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")  # nbgrader's own folder name
     submitted = read_notebook(Path.cwd() / f"{unit}.ipynb")
     if layout is None or submitted is None:

@@ -200,7 +200,6 @@ def students(course_dir: Path, unit: str) -> list[str]:
 # -- steps ------------------------------------------------------------------------------
 
 def step_generate(course: Course, course_dir: Path, units: list[str]) -> None:
-    assert course.nbgrader_course is not None and course.brand is not None  # a loaded course's
     if course_dir.resolve() == course.nbgrader_course.resolve():
         old = notebook.stale(course)
         if old:
@@ -285,7 +284,6 @@ def extract_files(course: Course, course_dir: Path, units: list[str]) -> tuple[d
             raise PipelineError(f"source/{unit}/{unit}.ipynb is missing or unreadable")
         layouts[unit] = layout
     files: dict[str, dict[str, str]] = {}
-    assert course.brand is not None  # a loaded course's (not the sandboxed worker's)
     for unit in units:
         for student in students(course_dir, unit):
             path = course_dir / "submitted" / student / unit / f"{unit}.ipynb"
@@ -444,7 +442,6 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
         raise PipelineError(str(error)) from None
     trusted_done = time.perf_counter() - started
     results = {student: {"units": {u: graded[student]["units"][u] for u in us}} for student, us in files.items()}
-    assert course.brand is not None  # a loaded course's (not the sandboxed worker's)
     key = course.brand.metadata_key
     points = trusted_points(layouts, results, key)
     pairs = [(s, u) for s, us in files.items() for u in us]
@@ -576,7 +573,6 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     course = load_course()
-    assert course.brand is not None and course.nbgrader_course is not None  # a loaded course's
     prog = f"{course.brand.command} nbgrader"
     args = _parser(prog).parse_args(argv)
     use_environment_tools()

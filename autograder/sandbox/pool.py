@@ -288,7 +288,6 @@ class Pool(ZygoteConnection):
 
     def _lock_course_tree(self) -> None:
         """Without namespaces, the answers are hidden by mode alone: 0700, root's."""
-        assert self.course.nbgrader_course is not None  # a loaded course's (the grader's)
         tests = self.course.hidden_tests.parent if self.course.hidden_tests.parent != self.course.root else self.course.hidden_tests
         stand_ins = {(self.course.root / rel).parent for unit in self.course.units.values() for rel in unit.stand_ins.values()}
         # The nbgrader course folder holds the source notebooks, answers included.
@@ -302,7 +301,7 @@ class Pool(ZygoteConnection):
     def _hidden(self) -> list[Path]:
         """What a worker may not read: the answers, and the hidden suite."""
         course = self.course
-        return [p for p in (course.solutions, course.hidden_tests, course.nbgrader_course) if p is not None]
+        return [course.solutions, course.hidden_tests, course.nbgrader_course]
 
     def _landlock_rules(self, lib: Path) -> dict[str, list[str]]:
         roots = [f"/{name}" for name in SYSTEM_DIRS] + [sys.base_prefix]

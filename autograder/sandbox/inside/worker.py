@@ -159,7 +159,7 @@ def become_worker(spawn: dict, fds: list[int], config: dict) -> None:
 def _course(config: dict, spawn: dict):
     from pathlib import Path
 
-    from autograder.core.manifest import Course, Rules, Unit
+    from autograder.core.manifest import CourseUnits, Rules, Unit
 
     lib = Path(spawn["unit_dir"] if not config["namespaces"] else config["inside"] + "/unit")
     units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]),
@@ -167,7 +167,7 @@ def _course(config: dict, spawn: dict):
              for u in config["units"]}
     missing = lib / "absent"
     rules = Rules(**{k: tuple(v) for k, v in spawn["rules"].items()}) if spawn["rules"] else None
-    return Course(root=lib, name=config["course_name"], units=units, solutions=missing, assignments=missing,
+    return CourseUnits(root=lib, name=config["course_name"], units=units, solutions=missing, assignments=missing,
                   hidden_tests=missing, public_tests=missing, rules=rules,
                   kernels={k: tuple(v) for k, v in config["kernels"].items()})
 
