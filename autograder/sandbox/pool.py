@@ -311,10 +311,11 @@ class Pool(ZygoteConnection):
 
     @staticmethod
     def _shutdown(proc, sock, log, priv, owner) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # bwrap's --die-with-parent then ends the zygote's namespace
-        except OSError:
-            pass
+        for kill in (os.killpg, os.kill):  # (the pid alone: a forked zygote may not have made its session yet)
+            try:
+                kill(proc.pid, signal.SIGKILL)  # bwrap's --die-with-parent then ends the zygote's namespace
+            except OSError:
+                pass
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import fcntl
 import os
 import signal
 import sys
@@ -28,7 +29,7 @@ SITE_BUILTINS = ("exit", "quit", "help", "copyright", "credits", "license")  # w
 def become_zygote(config: dict, sock_fd: int, log_fd: int, grader: int) -> NoReturn:
     """In the child just forked from ``grader`` (its pid): reset, then serve as the zygote."""
     try:
-        _own_process(sock_fd, log_fd, grader)
+        sock_fd = _own_process(sock_fd, log_fd, grader)
         _fresh_interpreter(config)
         import socket
 
@@ -39,26 +40,28 @@ def become_zygote(config: dict, sock_fd: int, log_fd: int, grader: int) -> NoRet
         os._exit(70)  # never back into the grader's frames
 
 
-def _own_process(sock_fd: int, log_fd: int, grader: int) -> None:
+def _own_process(sock_fd: int, log_fd: int, grader: int) -> int:
+    """Its own session, killed with the grader, with /dev/null, the log and the socket its only
+    descriptors (a fresh zygote's, as the pool starts one); returns the socket's."""
     os.setsid()
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != grader:  # it ended before the line above: nothing would kill us with it
         os._exit(0)
+    # Above 2 first, so that setting 0, 1 and 2 can overwrite neither (a grader started without them).
+    sock_fd, log_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (sock_fd, log_fd))
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
+    for target, fd in ((0, devnull), (1, log_fd), (2, log_fd)):
+        os.dup2(fd, target)
     os.closerange(3, sock_fd)  # the grader's files, sockets and locks: only the zygote's socket stays
     os.closerange(sock_fd + 1, os.sysconf("SC_OPEN_MAX"))
-    for number in range(1, signal.NSIG):
-        try:
-            if signal.getsignal(number) not in (signal.SIG_DFL, None):
-                signal.signal(number, signal.SIG_DFL)
-        except (OSError, ValueError):  # SIGKILL, SIGSTOP, or numbers Python does not handle
-            pass
+    # The grader's own handlers go; what it inherited (an ignored signal) stays, as across an exec.
+    for number in signal.valid_signals():
+        if callable(signal.getsignal(number)):
+            signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # what Python gives a fresh interpreter
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.set_wakeup_fd(-1)
+    return sock_fd
 
 
 def _fresh_interpreter(config: dict) -> None:
