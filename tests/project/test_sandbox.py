@@ -61,7 +61,6 @@ DRIVER = textwrap.dedent("""
     from pathlib import Path
     from autograder.sandbox import contents, isolation, resources
     from autograder.sandbox.pool import Pool
-    from autograder.grading.grade import grade
     from autograder.core.manifest import load_course
     spec = json.loads(sys.argv[1])
     isolation._MODE = spec["mode"] or isolation.isolation_mode()
@@ -87,22 +86,32 @@ DRIVER = textwrap.dedent("""
     course = dataclasses.replace(course, limits=dataclasses.replace(course.limits, **spec["limits"]))
     if not spec["allow_list"]:
         course = dataclasses.replace(course, rules=None)
+    if spec["fork"]:  # the zygote forked from this process, as a hosted platform's grader does
+        from autograder.grading.session import GradingSession
+        session = GradingSession(course, fork_zygote=True).__enter__()
+        forked = type(session.pool.proc).__name__ == "ForkedZygote"
+    from autograder.grading.grade import grade
     results = grade(course, [Path(p) for p in spec["paths"]], units=spec["units"],
                     timeout=spec["timeout"], sandbox=spec["sandbox"])
     print(json.dumps({"seconds": time.monotonic() - start, "results": [r.to_dict() for r in results],
                       "uids": resources.USED_UIDS, "folders": sorted(set(resources.USED_FOLDERS)),
                       "spawned": spawned, "sites": sorted(contents.package_entries()) if spec["sandbox"] else [],
-                      "mode": isolation._MODE, "warning": isolation.mode_warning(isolation._MODE)}))
+                      "mode": isolation._MODE, "warning": isolation.mode_warning(isolation._MODE),
+                      "forked": spec["fork"] and forked}))
 """)
 
 
 def drive(paths, units, *, timeout=10.0, sandbox=True, limits=None, watch=None, env=None, container=False,
-          mode=None, allow_list=True) -> dict:
+          mode=None, allow_list=True, fork=False) -> dict:
     """Grade in a fresh interpreter; ``container``: under NO_NAMESPACES; ``mode``: force the sandbox's mode.
     ``allow_list=False`` grades with the course's ``[rules]`` off (no allow-list scan, full builtins):
-    the sandbox's own tests need the hostile code to run, as code that got past that layer would."""
+    the sandbox's own tests need the hostile code to run, as code that got past that layer would.
+    ``fork``: the zygote forked from the grading process, as Gradescope's and PrairieLearn's grader
+    forks it where there are no namespaces (the result's "forked" says whether it did)."""
     spec = json.dumps({"paths": [str(p) for p in paths], "units": list(units), "timeout": timeout, "sandbox": sandbox,
-                       "limits": limits or {}, "watch": watch, "mode": mode, "allow_list": allow_list})
+                       "limits": limits or {}, "watch": watch, "mode": mode, "allow_list": allow_list, "fork": fork})
+    if fork:
+        env = {**(env or {}), "PYTHONHASHSEED": "0"}  # (a grader with randomized hashes does not fork)
     code = (NO_NAMESPACES if container else "") + DRIVER
     proc = subprocess.run([sys.executable, "-c", code, spec], cwd=ROOT, capture_output=True, text=True, timeout=1200,
                           env={**os.environ, **(env or {})})

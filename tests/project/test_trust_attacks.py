@@ -3,7 +3,8 @@
 Each folder of tests/hostile/trust/ holds one unit file that would earn points if the grader were
 fooled (its docstring names the attack and its class, 1-5; the README's table lists them with the
 score the old grader gave each). All of them are graded in one sandboxed run per mode ("full",
-"container": under a seccomp filter that refuses namespaces, "plain": forced on top of it), next
+"container": under a seccomp filter that refuses namespaces, its zygote forked from the grader as on
+Gradescope, "plain": forced on top of it, its zygote a fresh interpreter), next
 to the reference solutions, which must keep full marks in that same run.
 
 What a sound grader does with each case:
@@ -84,7 +85,9 @@ def trust_run(request, tmp_path_factory) -> dict:
     if mode == "full":
         run = drive(paths, UNITS, timeout=TIMEOUT, mode="full")
     else:
-        run = drive(paths, UNITS, timeout=TIMEOUT, container=True, mode=None if mode == "container" else "plain")
+        # Container mode is Gradescope's: its grader forks the zygote (autograder/sandbox/forked.py).
+        run = drive(paths, UNITS, timeout=TIMEOUT, container=True, mode=None if mode == "container" else "plain",
+                    fork=mode == "container")
     run["expected"] = mode
     run["reference"] = run["results"][0]["units"]
     run["by_case"] = {c: r["units"][unit_of(TRUST / c)] for c, r in zip(CASES, run["results"][1:])}
@@ -94,6 +97,7 @@ def trust_run(request, tmp_path_factory) -> dict:
 
 def test_mode_is_the_one_asked_for(trust_run):
     assert trust_run["mode"] == trust_run["expected"], trust_run["mode"]
+    assert trust_run["forked"] == (trust_run["mode"] == "container"), trust_run["forked"]
 
 
 def test_reference_keeps_full_marks_beside_the_attacks(trust_run):
