@@ -94,7 +94,7 @@ def marked_copies(base: Path, mark: str) -> list[Path]:
 def grade(folders: list[Path], *, mode: str | None = None, prelude: str = "") -> dict:
     """Grade in a fresh interpreter with the allow-list off: test_sandbox.drive, after a prelude of ours."""
     spec = json.dumps({"paths": [str(p) for p in folders], "units": ["attention"], "timeout": 2.0, "sandbox": True,
-                       "limits": {}, "watch": None, "mode": mode, "allow_list": False})
+                       "limits": {}, "watch": None, "mode": mode, "allow_list": False, "fork": False})
     proc = subprocess.run([sys.executable, "-c", prelude + DRIVER, spec], cwd=ROOT, capture_output=True, text=True,
                           timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
