@@ -244,8 +244,9 @@ class Pool(ZygoteConnection):
             "landlock": None if full or not landlock_abi() else self._landlock_rules(lib),
         }
         self.log = open(self.priv / "zygote.log", "wb")
-        why_not = "full mode starts it under bwrap" if full else forked.unsafe_to_fork(self._hidden())
-        if fork and why_not:
+        fork = fork and not full  # (bwrap starts a program: full mode's zygote is always a fresh interpreter)
+        why_not = forked.unsafe_to_fork(self._hidden()) if fork else None
+        if why_not:
             print(f"the sandbox's zygote starts as a fresh interpreter: {why_not}", file=sys.stderr)
         if fork and not why_not:
             self.proc = forked.fork_zygote({**config, "environment": _scrubbed_env()}, child.fileno(), self.log.fileno())

@@ -18,6 +18,7 @@ import fcntl
 import os
 import signal
 import sys
+import traceback
 from typing import NoReturn
 
 from autograder.sandbox.inside import syscalls, zygote
@@ -36,6 +37,8 @@ def become_zygote(config: dict, sock_fd: int, log_fd: int, grader: int) -> NoRet
         sock = socket.socket(fileno=sock_fd)
         sock.set_inheritable(False)
         zygote.serve(config, sock)
+    except BaseException:
+        traceback.print_exc()  # into the zygote's log, which the pool reports
     finally:
         os._exit(70)  # never back into the grader's frames
 
