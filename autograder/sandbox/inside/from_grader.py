@@ -7,11 +7,12 @@ zygote and each worker (Gradescope's memory limit counts them all). The grader f
 has read anything a student may not see, so the child's memory holds nothing of that; what it
 still holds of the grader is undone here, to what a fresh zygote has: the process (its own
 session, killed with the grader, no descriptor but its socket), the environment, the signals,
-the import path (the box's copy of the engine, never the grader's tree), the builtins ``site``
-adds, and torch's threads (one, as ``OMP_NUM_THREADS=1`` gives a fresh one).
+the import path (the box's copy of the engine, never the grader's tree), the exit handlers, the
+builtins ``site`` adds, and torch's threads (one, as ``OMP_NUM_THREADS=1`` gives a fresh one).
 """
 from __future__ import annotations
 
+import atexit
 import builtins
 import ctypes
 import fcntl
@@ -68,6 +69,7 @@ def _own_process(sock_fd: int, log_fd: int, grader: int) -> int:
 
 
 def _fresh_interpreter(config: dict) -> None:
+    atexit._clear()  # the grader's exit handlers (its temporary folders' removal) are not the zygote's
     os.environ.clear()
     os.environ.update(config["environment"])
     # The import path of ``python -I -S`` (the standard library alone), the box's copy of the
