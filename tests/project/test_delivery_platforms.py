@@ -19,6 +19,7 @@ import mutants
 from autograder.delivery.formats import gradebook_csv
 from autograder.core.manifest import load_course
 from conftest import ROOT, attn_course, third_party
+from modes import in_container
 
 COURSE = load_course(ROOT)
 VENDOR = ROOT / "tests" / "vendor"
@@ -31,21 +32,28 @@ def _pin(name: str) -> str:
     return f"{name}=={importlib.metadata.version(name).split('+')[0]}"
 
 
-def _gradescope(tmp_path: Path, files: dict[str, str], *, python: bool = True) -> tuple[dict, str]:
+def _gradescope(tmp_path: Path, files: dict[str, str], *, python: bool = True, sandbox: bool = False,
+                env: dict[str, str] | None = None, container: bool = False) -> tuple[dict, str, str]:
     """run_autograder of the exported zip in a fake /autograder (``tmp_path``, with
-    ``source/`` already there); results.json and what Gradescope keeps as results/stdout."""
+    ``source/`` already there); results.json, what Gradescope keeps as results/stdout, and stderr.
+    In-process unless ``sandbox``; ``env``: added to this process's; ``container``: under Docker's
+    seccomp profile (``modes.in_container``)."""
     (tmp_path / "submission").mkdir()
     for name, text in files.items():
         (tmp_path / "submission" / name).write_text(text)
     (tmp_path / "results").mkdir(exist_ok=True)
-    env = {**os.environ, **IN_PROCESS, "AUTOGRADER_GRADESCOPE_ROOT": str(tmp_path)}
+    env = {**os.environ, **IN_PROCESS, **(env or {}), "AUTOGRADER_GRADESCOPE_ROOT": str(tmp_path)}
     if not python:
         del env["AUTOGRADER_PYTHON"]
+    if sandbox:
+        del env["AUTOGRADER_UNSAFE_NO_SANDBOX"]
+    script = ["bash", str(tmp_path / "source" / "run_autograder")]
     with open(tmp_path / "results" / "stdout", "w") as log:
-        proc = subprocess.run(["bash", str(tmp_path / "source" / "run_autograder")], stdout=log,
+        proc = subprocess.run(in_container(script) if container else script, stdout=log,
                               stderr=subprocess.PIPE, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads((tmp_path / "results" / "results.json").read_text()), (tmp_path / "results" / "stdout").read_text()
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    return results, (tmp_path / "results" / "stdout").read_text(), proc.stderr
 
 
 def _unzip_autograder(tmp_path: Path) -> Path:
@@ -98,7 +106,7 @@ def test_gradescope_setup_and_run_autograder_in_a_fake_root(tmp_path):
     installs = [s for s in steps if s.startswith("uv pip install")]
     assert f"{_pin('torch')} --index-url https://download.pytorch.org/whl/cpu" in installs[0], installs
     assert _pin("hypothesis") in installs[1].split(), installs
-    data, stdout = _gradescope(root, {"attention.py": (COURSE.solutions / "attention.py").read_text()}, python=False)
+    data, stdout, _ = _gradescope(root, {"attention.py": (COURSE.solutions / "attention.py").read_text()}, python=False)
     jsonschema.validate(data, GRADESCOPE_SCHEMA)
     attention = [t for t in data["tests"] if t["tags"] == ["attention"]]
     assert attention and all(t["status"] == "passed" for t in attention)
@@ -219,7 +227,7 @@ def test_points_agree_across_cli_gradescope_prairielearn_classroom_and_batch(tmp
         case_root = tmp_path / "gs" / case
         case_root.mkdir()
         (case_root / "source").symlink_to(root / "source")
-        gradescope, _ = _gradescope(case_root, files)
+        gradescope, _, _ = _gradescope(case_root, files)
         scope = [t for t in gradescope["tests"] if t["tags"] == [unit]]
         assert _points(scope, key=lambda t: t["name"].removeprefix(f"{title}: ")) == want, f"{case}: Gradescope"
         pl = _prairielearn(question, tmp_path / "pl" / case, files)

@@ -15,18 +15,16 @@ right only where it finds something. Graded by ``run_autograder`` under Docker's
 """
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
-import zipfile
 
 import pytest
 
-from conftest import ROOT, attn_course
-from modes import in_container, skip_reason
+from conftest import ROOT
+from modes import skip_reason
+from test_delivery_platforms import _gradescope, _unzip_autograder
 
 ATTACK = ROOT / "tests" / "hostile" / "inherited" / "attention.py"
 SECRET = "attn-secret-4f1c9e"  # the attack's prefix, then a value it cannot guess
@@ -35,28 +33,22 @@ SECRET = "attn-secret-4f1c9e"  # the attack's prefix, then a value it cannot gue
 @pytest.fixture(scope="module")
 def autograder_source(tmp_path_factory):
     """The exported Gradescope zip's source folder, with the course's [rules] table removed."""
-    base = tmp_path_factory.mktemp("gradescope")
-    attn_course("export", "gradescope", "-o", str(base / "autograder.zip"))
-    with zipfile.ZipFile(base / "autograder.zip") as zf:
-        zf.extractall(base / "source")
-    manifest = base / "source" / "course" / "course.toml"
+    source = _unzip_autograder(tmp_path_factory.mktemp("gradescope")) / "source"
+    manifest = source / "course" / "course.toml"
     text = manifest.read_text(encoding="utf-8")
     start = text.index("\n[rules]\n")
     manifest.write_text(text[:start] + text[text.index("\n[", start + 1):], encoding="utf-8")
-    return base / "source"
+    return source
 
 
-def run_autograder(source, root, env: dict[str, str], *, container: bool = True) -> tuple[dict, str]:
-    """Grade the attack as Gradescope would (root: a fresh fake /autograder); results.json and the log."""
-    (root / "submission").mkdir(parents=True)
-    shutil.copyfile(ATTACK, root / "submission" / "attention.py")
+def run_autograder(source, root, env: dict[str, str], *, sandbox: bool = True) -> tuple[dict, str]:
+    """Grade the attack as Gradescope would, sandboxed in its container (root: a fresh fake
+    /autograder), or unsandboxed; results.json and what the grader printed."""
+    root.mkdir(parents=True)
     (root / "source").symlink_to(source)
-    env = {**os.environ, **env, "AUTOGRADER_GRADESCOPE_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
-    script = ["bash", str(source / "run_autograder")]
-    proc = subprocess.run(in_container(script) if container else script, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads((root / "results" / "results.json").read_text()), proc.stdout + proc.stderr
+    results, stdout, stderr = _gradescope(root, {"attention.py": ATTACK.read_text(encoding="utf-8")}, env=env,
+                                          sandbox=sandbox, container=sandbox)
+    return results, stdout + stderr
 
 
 def attention_points(results: dict) -> float:
@@ -79,8 +71,7 @@ def test_the_attack_finds_what_it_is_given(autograder_source, tmp_path):
         pytest.skip(why)
     kept, _ = run_autograder(autograder_source, tmp_path / "kept", {"AUTOGRADER_LEAK_CHECK": SECRET + "x"})
     assert attention_points(kept) > 0, kept["output"][:300]
-    unsandboxed, _ = run_autograder(autograder_source, tmp_path / "in_process", {"AUTOGRADER_UNSAFE_NO_SANDBOX": "1"},
-                                    container=False)
+    unsandboxed, _ = run_autograder(autograder_source, tmp_path / "in_process", {}, sandbox=False)
     assert attention_points(unsandboxed) > 0, unsandboxed["output"][:300]
 
 
