@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import builtins
-import ctypes
 import fcntl
 import os
 import signal
@@ -24,7 +23,6 @@ from typing import NoReturn
 
 from autograder.sandbox.inside import syscalls, zygote
 
-M_ARENA_MAX = -8  # mallopt's: what MALLOC_ARENA_MAX sets in a fresh zygote's environment
 SITE_BUILTINS = ("exit", "quit", "help", "copyright", "credits", "license")  # what -S leaves out
 
 
@@ -88,4 +86,4 @@ def _fresh_interpreter(config: dict) -> None:
     import torch
 
     torch.set_num_threads(1)
-    ctypes.CDLL(None).mallopt(M_ARENA_MAX, 2)
+    syscalls.mallopt(syscalls.M_ARENA_MAX, 2)  # (MALLOC_ARENA_MAX=2 in a fresh zygote's environment)

@@ -7,6 +7,7 @@ import os
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
+M_ARENA_MAX = -8  # mallopt's: what MALLOC_ARENA_MAX sets from the environment
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -24,6 +25,11 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
+
+
+def mallopt(param: int, value: int) -> bool:
+    """Whether glibc took the setting (it returns 1 on success, and sets no errno)."""
+    return _libc.mallopt(param, value) == 1
 
 
 def unshare(flags: int) -> None:
