@@ -81,6 +81,7 @@ import functools
 import importlib
 import re
 import string
+import sys
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -143,8 +144,13 @@ class _World:
 
     def __init__(self, rules: Rules):
         self.modules, self.builtins = frozenset(rules.modules), frozenset(rules.builtins)
-        self.deny = tuple(rules.deny)
+        self.deny, self.admit = tuple(rules.deny), tuple(rules.admit)
         self.roots = {m.split(".")[0] for m in self.modules}
+        # Packages above an allowed module that are not allowed themselves (torch.utils above
+        # torch.utils.checkpoint): a chain may pass through them to the allowed module, nothing more.
+        self.parents = frozenset(".".join(m.split(".")[:i]) for m in self.modules
+                                 for i in range(1, m.count(".") + 1)) - self.modules
+        self._exports: dict[int, tuple[str, object]] | None = None
         self._attrs: dict[tuple[int, str], tuple[object, object]] = {}
         self._denied: dict[tuple[str, int], bool] = {}
         self._forbidden: dict[tuple[str, ...], dict[int, tuple[str, object]]] = {}
@@ -195,9 +201,23 @@ class _World:
                 module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
                 if isinstance(module, str) and isinstance(qualname, str):
                     names.append(f"{module}.{qualname}")
-            self._denied[key] = id(obj) in self.deny_ids or any(
-                fnmatchcase(n, p) or fnmatchcase(n, p + ".*") for n in names for p in self.deny)
+            admitted = any(fnmatchcase(path, p) for p in self.admit)
+            self._denied[key] = not admitted and (id(obj) in self.deny_ids or any(
+                fnmatchcase(n, p) or fnmatchcase(n, p + ".*") for n in names for p in self.deny))
         return self._denied[key]
+
+    def exported(self, obj) -> str | None:
+        """The path under which an allowed module exports ``obj`` publicly (one class reached by two
+        import paths is one object: ``torch.autograd.function.Function`` is ``torch.autograd.Function``)."""
+        if self._exports is None:
+            self._exports = {}
+            for name in sorted(self.modules):
+                module = self.module(name)
+                for attr, member in (vars(module).items() if module is not None else ()):
+                    if not attr.startswith("_") and _notable(member) and not isinstance(member, types.ModuleType):
+                        self._exports.setdefault(id(member), (f"{name}.{attr}", member))
+        hit = self._exports.get(id(obj))
+        return hit[0] if hit is not None and hit[1] is obj else None
 
     def forbidden(self, names: tuple[str, ...]) -> dict[int, tuple[str, object]]:
         """id(object) -> (the first name listed for it, the object)."""
@@ -213,6 +233,11 @@ class _World:
 @functools.lru_cache(maxsize=8)
 def _world(rules: Rules) -> _World:
     return _World(rules)
+
+
+def world(rules: Rules) -> _World:
+    """The allowed modules of ``rules`` as objects (one per process and rules)."""
+    return _world(Rules(*(tuple(getattr(rules, f)) for f in ("modules", "deny", "builtins", "admit", "erase"))))
 
 
 @functools.lru_cache(maxsize=64)
@@ -255,6 +280,10 @@ class _Scan(ast.NodeVisitor):
         self.imports: dict[str, _Ref] = {}  # names bound by imports
         self.bound: dict[str, int] = {}  # names bound otherwise -> first line
         self.private: set[str] = set()  # underscore names the file defines
+        self.defined: set[str] = set()  # every name the file defines (def, class, binding, attribute store)
+        self.methods_of: dict[ast.AST, str] = {}  # a method of one of the file's classes -> its self/cls name
+        self.classes: set[str] = set()  # the file's class names
+        self.owners: list[str] = []  # the self/cls names of the methods being visited
         self.uses: list[Use] = []
 
     def flag(self, name: str, node_or_line) -> None:
@@ -277,6 +306,7 @@ class _Scan(ast.NodeVisitor):
                 self._bind(node.rest, node)
             elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                 self.private.add(node.attr)
+                self.defined.add(node.attr)
             elif isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
@@ -287,6 +317,13 @@ class _Scan(ast.NodeVisitor):
                 self._import(node)
             elif isinstance(node, ast.ImportFrom):
                 self._import_from(node)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (item.args.posonlyargs or item.args.args):
+                        self.methods_of[item] = (item.args.posonlyargs or item.args.args)[0].arg
+        self.defined |= self.private
         self.private = {n for n in self.private if n.startswith("_") and not _dunder(n)}
         for name in self.imports.keys() & self.bound.keys():
             self.flag(N_("a second binding of {name} (an imported name)").format(name=name), self.bound[name])
@@ -332,10 +369,10 @@ class _Scan(ast.NodeVisitor):
             self.flag(N_("a star import (from {dots}{module} import *)").format(dots='.' * node.level, module=node.module or ''), node)
         if node.level == 0:
             if node.module not in self.w.modules:
-                self.flag(N_("an import from {module}").format(module=node.module), node)
-                base = VALUE
-            else:
-                base = self._module_ref(node.module, node)
+                for alias in names:
+                    self._bind_import(alias.asname or alias.name, self._foreign(node.module, alias.name, node), node)
+                return
+            base = self._module_ref(node.module, node)
             for alias in names:
                 ref = self._step(base, alias.name, node.lineno) if base is not VALUE else VALUE
                 self._bind_import(alias.asname or alias.name, ref, node)
@@ -354,6 +391,20 @@ class _Scan(ast.NodeVisitor):
             else:
                 self._sibling_name(node.module, alias.name, node.lineno)
             self._bind_import(local, VALUE, node)
+
+    def _foreign(self, module: str | None, name: str, node: ast.ImportFrom) -> _Ref:
+        """``from module import name`` with ``module`` off the list: admitted when ``name`` is an allowed
+        module, or an object an allowed module exports (judged by what it is, among the modules torch has
+        imported already: nothing is imported for it)."""
+        loaded = sys.modules.get(module or "")
+        obj = vars(loaded).get(name, _MISSING) if isinstance(loaded, types.ModuleType) and not name.startswith("_") else _MISSING
+        if isinstance(obj, types.ModuleType) and obj.__name__ in self.w.modules:
+            return self._reached(obj.__name__, obj, node)
+        path = self.w.exported(obj) if obj is not _MISSING else None
+        if path is None:
+            self.flag(N_("an import from {module}").format(module=module), node)
+            return VALUE
+        return self._reached(path, obj, node)
 
     def _sibling_name(self, sibling: str, name: str, line: int) -> None:
         exports = self.siblings[sibling]
@@ -386,6 +437,12 @@ class _Scan(ast.NodeVisitor):
         if base.kind == "sibling":
             self._sibling_name(base.path, attr, line)
             return VALUE
+        if base.kind == "parent":
+            found = self.w.attr(base.obj, attr)
+            if not (isinstance(found, types.ModuleType) and found.__name__ in self.w.modules):
+                self.flag(N_("{path} (a module outside the allowed list)").format(path=base.path), line)
+                return VALUE
+            return self._reached(found.__name__, found, line)
         private = base.kind == "module" and attr.startswith("_")
         if private:
             self.flag(N_("{path} (a private name)").format(path=path), line)
@@ -404,6 +461,8 @@ class _Scan(ast.NodeVisitor):
         kind = "object"
         if isinstance(obj, types.ModuleType):
             kind, name = "module", getattr(obj, "__name__", None)
+            if name in self.w.parents:
+                return _Ref("parent", name, obj)
             if name not in self.w.modules and not quiet:
                 self.flag(N_("{path} (a module outside the allowed list)").format(path=path), where)
             path = name if isinstance(name, str) else path
@@ -413,13 +472,20 @@ class _Scan(ast.NodeVisitor):
             self.flag(self.forbidden[id(obj)][0], where)
         return _Ref(kind, path, obj)
 
-    def _value_attr(self, attr: str, where, strict: bool = False) -> None:
+    def _owned(self, receiver: ast.AST | None) -> bool:
+        """Whether ``receiver`` is ``self``/``cls`` of a method of the file's classes, or one of them."""
+        return isinstance(receiver, ast.Name) and (receiver.id in self.owners or receiver.id in self.classes)
+
+    def _value_attr(self, attr: str, where, strict: bool = False, receiver: ast.AST | None = None) -> None:
         """The rules for ``value.attr`` (rule 4) and forbidden method names (rule 6)."""
         if attr in FRAME_ATTRIBUTES or attr in REFUSED_ATTRIBUTES or attr.startswith("co_"):
             self.flag(N_("the attribute {attr}").format(attr=attr), where)
-        elif attr.startswith("_") and not (attr in ALLOWED_DUNDERS and not strict) and attr not in self.private:
+        elif _dunder(attr) and not (attr in ALLOWED_DUNDERS and not strict):
             self.flag(N_("the attribute {attr}").format(attr=attr), where)
-        if attr in self.methods:
+        elif attr.startswith("_") and not _dunder(attr) and not (attr in self.private and self._owned(receiver)):
+            self.flag(N_("the attribute {attr} (a private name: only on self inside this file's own classes)").format(
+                attr=attr), where)
+        if attr in self.methods and attr not in self.defined:
             self.flag(TENSOR_PREFIX + attr, where)
         if attr in self.w.denied_attributes:
             self.flag(N_("the attribute {attr} (denied)").format(attr=attr), where)
@@ -437,7 +503,7 @@ class _Scan(ast.NodeVisitor):
             self.flag(N_("{name} (never allowed)").format(name=name), node)
         elif name in self.imports:
             ref = self.imports[name]
-            if ref.kind in ("module", "sibling") and isinstance(node.ctx, ast.Load):
+            if ref.kind in ("module", "sibling", "parent") and isinstance(node.ctx, ast.Load):
                 self.flag(N_("a module used as a value ({name})").format(name=name), node)
         elif name in self.bound or name in MODULE_GLOBALS:
             pass
@@ -450,7 +516,7 @@ class _Scan(ast.NodeVisitor):
         ref = self._chain(node)
         if ref is None:  # not rooted at an import: a value
             self.visit(node.value)
-            self._value_attr(node.attr, node)
+            self._value_attr(node.attr, node, receiver=node.value)
             receiver = node.value
             if node.attr == "format" and not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
                 self.flag(N_(".format on something other than a string literal"), node)
@@ -460,7 +526,7 @@ class _Scan(ast.NodeVisitor):
                     (isinstance(receiver, ast.Attribute) and receiver.attr == "__class__")
                     or (isinstance(receiver, ast.Call) and getattr(receiver.func, "id", None) == "type")):
                 self.flag(N_("an assignment to an attribute of a class ({attr})").format(attr=node.attr), node)
-        elif ref.kind in ("module", "sibling") and isinstance(node.ctx, ast.Load):
+        elif ref.kind in ("module", "sibling", "parent") and isinstance(node.ctx, ast.Load):
             self.flag(N_("a module used as a value ({code})").format(code=ast.unparse(node)), node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -484,13 +550,25 @@ class _Scan(ast.NodeVisitor):
         if ref is None:
             self.visit(args[0])
             ref = VALUE
-        if ref.kind in ("module", "sibling"):
+        if ref.kind in ("module", "sibling", "parent"):
             self.flag(N_("{name} on a module ({path})").format(name=name, path=ref.path), node)
+        elif ref.kind == "value":
+            self._value_attr(args[1].value, node, receiver=args[0])
         else:
             ctx = {"setattr": "Store", "delattr": "Del"}.get(name, "Load")
             self._step(ref, args[1].value, node.lineno, ctx)
         for arg in args[2:]:
             self.visit(arg)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        owner = self.methods_of.get(node)
+        if owner is not None:
+            self.owners.append(owner)
+        self.generic_visit(node)
+        if owner is not None:
+            self.owners.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
         for attr in node.kwd_attrs:
@@ -512,8 +590,7 @@ def scan(source: str, rules: Rules, forbidden: tuple[str, ...] = (),
     """What ``source`` reaches that ``rules`` do not allow, and the unit's forbidden names it
     reaches; each once, at its first line, in line order. ``source`` must parse."""
     tree = ast.parse(source)
-    rules = Rules(tuple(rules.modules), tuple(rules.deny), tuple(rules.builtins))  # hashable, for the cache
-    scanner = _Scan(_world(rules), tuple(forbidden), siblings)
+    scanner = _Scan(world(rules), tuple(forbidden), siblings)
     scanner.collect(tree)
     scanner.visit(tree)
     first: dict[str, Use] = {}

@@ -21,6 +21,8 @@ from autograder.core.loader import read_source
 
 TENSOR_PREFIX = "torch.Tensor."
 STAND_INS = "stand-ins"  # what enforce.gate's refusals are recorded as, beside the kernel families
+ERASED = "erased"  # a torch function or class enforce.erase replaced (the unit may not call it)
+HANDED = "handed"  # a module a test handed to the student's code, used outside that call
 
 # Builtins that run or import code named by a string.
 BANNED_BUILTINS = frozenset({"eval", "exec", "compile", "__import__"})
@@ -60,6 +62,12 @@ class Use:
 
     def describe(self, filename: str) -> str:
         """The finding as the student reads it (on the grader's side: in the language it speaks)."""
+        if self.line is None and self.name == ERASED:
+            return _("{file} called torch code this unit may not use, which does not exist while it is graded "
+                     "(refused at run time)").format(file=filename)
+        if self.line is None and self.name == HANDED:
+            return _("{file} used a module a test handed to it outside the call it was handed to (refused at run "
+                     "time)").format(file=filename)
         if self.line is None and self.name == STAND_INS:
             return _("{file} called a stand-in sibling from an entry point that may not use it (refused at run "
                      "time)").format(file=filename)

@@ -16,6 +16,7 @@ import tokenize
 import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from autograder.core.i18n import N_
 from autograder.core.manifest import CourseUnits, Rules, Unit
@@ -105,6 +106,12 @@ def _stand_ins_into(package: str, course: CourseUnits, unit: Unit, trusted) -> d
     return found
 
 
+def load_handed(course: CourseUnits, unit: Unit) -> types.ModuleType:
+    """The course's classes that stand in for the torch modules ``unit``'s tests hand to its code
+    (course.toml ``handed``), as a module of a private package no unit can import."""
+    return _exec_file(f"{_package('_handed', [])}.{Path(cast(str, unit.handed)).stem}", course.root / cast(str, unit.handed))
+
+
 def load_folder(course: CourseUnits, folder: Path) -> dict[str, types.ModuleType]:
     """Every unit file present in ``folder``, imported as one private package (the units then
     import each other as a student's package would); unit name -> module."""
@@ -135,7 +142,7 @@ def load_unit(course: CourseUnits, unit: Unit, folder: Path, *, isolate: bool,
             if f"{package}.{name}" not in sys.modules and not isolate and name in stems and (folder / f"{name}.py").is_file():
                 _exec_file(f"{package}.{name}", folder / f"{name}.py", table)
 
-        table = restricted.builtins_for(package, rules.builtins, rules.modules, rules.deny, load_sibling)
+        table = restricted.builtins_for(package, rules, load_sibling)
     try:
         return _exec_file(f"{package}.{path.stem}", path, table)
     except (Exception, SystemExit, KeyboardInterrupt) as error:  # the student's import-time code

@@ -25,6 +25,9 @@ class Rules:
     modules: tuple[str, ...]  # modules a unit may import or reach, exact dotted names
     deny: tuple[str, ...]  # fnmatch patterns of names refused inside allowed modules
     builtins: tuple[str, ...]  # builtin names a unit may use
+    admit: tuple[str, ...] = ()  # fnmatch patterns admitted although a deny pattern covers them
+    # Module trees of Python-built copies of forbidden computations, erased in the worker (``enforce.erase``).
+    erase: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,13 @@ class Unit:
     stand_ins_for: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # When it is due (course.toml ``due``, an offset date-time, held in UTC); None: never late.
     due: datetime.datetime | None = None
+    # A file (relative to the course root) whose classes stand in, in the worker, for the torch.nn
+    # modules the unit's tests hand to its code (``New("torch.nn.X")``), written from allowed primitives.
+    handed: str | None = None
+
+    def files(self) -> list[str]:
+        """The course files a worker grading this unit needs: its stand-ins and its handed modules."""
+        return [*self.stand_ins.values(), *([self.handed] if self.handed else [])]
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,7 @@ def load_course(root: Path | None = None) -> Course:
             stand_ins=dict(spec.get("stand_ins", {})),
             kernels=tuple(spec.get("kernels", ())),
             stand_ins_for={sibling: tuple(entries) for sibling, entries in spec.get("stand_ins_for", {}).items()},
+            handed=spec.get("handed"),
             due=parse_due(spec["due"], f"{MANIFEST}: [units.{name}] due") if "due" in spec else None,
         )
         for name, spec in data["units"].items()

@@ -81,5 +81,5 @@ def _for(root: Path, paths: tuple[str, ...]) -> Redactor:
 
 def for_course(course) -> Redactor:
     """One :class:`Redactor` for every stand-in of ``course`` (built once per course)."""
-    paths = tuple(sorted({p for unit in course.units.values() for p in unit.stand_ins.values()}))
+    paths = tuple(sorted({p for unit in course.units.values() for p in unit.files()}))
     return _for(Path(course.root), paths)

@@ -26,7 +26,9 @@ import types
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 
+from autograder.core import allowlist
 from autograder.core.allowlist import ALLOWED_DUNDERS, FRAME_ATTRIBUTES
+from autograder.core.manifest import Rules
 
 
 
@@ -62,10 +64,25 @@ def _refusal(obj, name, package: str, store: bool) -> str | None:
     return None
 
 
-def builtins_for(package: str, allowed: tuple[str, ...], modules: tuple[str, ...], deny: tuple[str, ...],
-                 load_sibling: Callable[[str], None]) -> dict:
+def builtins_for(package: str, rules: Rules, load_sibling: Callable[[str], None]) -> dict:
     """The ``__builtins__`` of a unit module of ``package``. ``load_sibling(name)`` makes sure
     the sibling unit ``package.name`` is in ``sys.modules`` before a relative import takes it."""
+    allowed, modules, deny = rules.builtins, rules.modules, rules.deny
+    world = allowlist.world(rules)
+
+    def foreign(name: str, fromlist) -> types.SimpleNamespace | None:
+        # from M import n, M off the list: only names that are an allowed module or an allowed module's
+        # public export (the scan's rule), handed over without M itself.
+        loaded = sys.modules.get(name)
+        if not isinstance(loaded, types.ModuleType) or not fromlist:
+            return None
+        found = {}
+        for item in fromlist:
+            obj = vars(loaded).get(item)
+            if not ((isinstance(obj, types.ModuleType) and obj.__name__ in modules) or world.exported(obj)):
+                return None
+            found[item] = obj
+        return types.SimpleNamespace(**found)
 
     def check(obj, name, store=False):
         why = _refusal(obj, name, package, store)
@@ -105,6 +122,8 @@ def builtins_for(package: str, allowed: tuple[str, ...], modules: tuple[str, ...
                 load_sibling(sibling)
             return builtins.__import__(name, {"__package__": package, "__name__": package + ".x"}, None,
                                        fromlist, level)
+        if name not in modules and (namespace := foreign(name, fromlist)) is not None:
+            return namespace
         if name not in modules or any(fnmatchcase(name, p) for p in deny):
             raise ImportError(f"a unit file may not import {name} (the API page lists the modules it may)")
         module = builtins.__import__(name, None, None, fromlist, 0)

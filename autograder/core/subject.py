@@ -6,7 +6,6 @@ grading and the notebook's public tests use it directly.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import traceback
 import types
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode  # the engine's own, trusted use
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.core import enforce, loader
 from autograder.core.i18n import N_
@@ -76,38 +75,64 @@ def _where(error: BaseException, folder: Path) -> str:
     """The last line of the submission's own code in the traceback."""
     prefix = str(folder.resolve())
     frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if f.filename.startswith(prefix) and not Path(f.filename).name.startswith("<")]  # not enforce's <call>
+              if f.filename.startswith(prefix) and not Path(f.filename).name.startswith("<")]
     return N_("{file} line {line}").format(file=Path(frames[-1].filename).name, line=frames[-1].lineno) if frames else ""
 
 
 _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
-
-def export(value, what: str = "output"):
-    """Detached copies of the tensors in ``value``; anything else but plain data is refused."""
-
-    def leaf(x):
-        if type(x) in (torch.Tensor, torch.nn.Parameter):
-            return x.detach().clone()
-        if isinstance(x, torch.Tensor):
-            raise StudentError(Failure.BAD_OUTPUT, N_("the {what} is a {type}, a tensor subclass; return a plain "
-                                                      "torch.Tensor").format(what=what, type=type(x).__name__))
-        if isinstance(x, _PLAIN):
-            return x
-        raise StudentError(Failure.BAD_OUTPUT, N_("the {what} holds a {type}; expected tensors, numbers or "
-                                                  "None").format(what=what, type=type(x).__name__))
-
-    return map_nested(value, leaf)
-
-
-# The C methods themselves, for what the worker reports beside answers (memory, inputs changed): a unit
-# may patch torch's Python classes in its worker (`type(x).element_size = ...` is an attribute store
-# no scan can pin to a class), never these.
+# The C functions the worker reads a student's values with, captured before any student code loads:
+# it never looks up an attribute on a student value, so no method, property or instance attribute of
+# the submission's runs while it exports (`t.detach = partial(...)` is never called).
 _ELEMENT_SIZE = torch._C.TensorBase.element_size
 _STORAGE = torch._C.TensorBase.untyped_storage
 _NBYTES = torch._C.StorageBase.nbytes  # type: ignore[attr-defined]  # torch's stubs leave it out; it is there
 _DETACH = torch._C.TensorBase.detach
 _CLONE = torch._C.TensorBase.clone
+_EQUAL = torch.equal
+_IS_META = torch._C.TensorBase.is_meta.__get__  # type: ignore[attr-defined]
+_INSTANCE_DICT = vars(torch.Tensor)["__dict__"].__get__
+_TUPLE_LEN, _TUPLE_ITEM = tuple.__len__, tuple.__getitem__
+_LIST_LEN, _LIST_ITEM = list.__len__, list.__getitem__
+_DICT_ITEMS = dict.items
+_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_MODULE = types.SimpleNamespace(**{name: getattr(torch.nn.Module, name) for name in (
+    "to", "train", "load_state_dict", "state_dict", "named_parameters", "named_buffers")})
+
+
+def export(value, what: str = "output"):
+    """Detached copies of the tensors in ``value``, read through C functions only: tensors of
+    exactly ``torch.Tensor`` (or ``Parameter``) with no attributes of their own; tuples, lists and
+    dicts (subclasses read as the builtin they are: their methods are not called); plain data."""
+
+    def leaf(x, depth: int):
+        kind = type(x)
+        if depth > 32:
+            raise StudentError(Failure.BAD_OUTPUT, N_("the {what} is nested too deeply").format(what=what))
+        if kind in _TENSORS:
+            if _INSTANCE_DICT(x):
+                raise StudentError(Failure.BAD_OUTPUT, N_("the {what} is a tensor carrying attributes of its own; "
+                                                          "return a plain tensor").format(what=what))
+            return _CLONE(_DETACH(x))
+        if isinstance(x, torch.Tensor):
+            raise StudentError(Failure.BAD_OUTPUT, N_("the {what} is a {type}, a tensor subclass; return a plain "
+                                                      "torch.Tensor").format(what=what, type=kind.__name__))
+        if kind in _PLAIN:
+            return x
+        if isinstance(x, tuple):
+            return tuple(leaf(_TUPLE_ITEM(x, i), depth + 1) for i in range(_TUPLE_LEN(x)))
+        if isinstance(x, list):
+            return [leaf(_LIST_ITEM(x, i), depth + 1) for i in range(_LIST_LEN(x))]
+        if isinstance(x, dict):
+            items = list(_DICT_ITEMS(x))
+            if not all(type(k) is str for k, _ in items):
+                raise StudentError(Failure.BAD_OUTPUT, N_("the {what} is a dict whose keys are not all "
+                                                          "strings").format(what=what))
+            return {k: leaf(v, depth + 1) for k, v in items}
+        raise StudentError(Failure.BAD_OUTPUT, N_("the {what} holds a {type}; expected tensors, numbers or "
+                                                  "None").format(what=what, type=kind.__name__))
+
+    return leaf(value, 0)
 
 
 class _LargestStorage(TorchDispatchMode):
@@ -118,7 +143,6 @@ class _LargestStorage(TorchDispatchMode):
         super().__init__()
         self.largest = 0
 
-    @enforce.transparent  # the kernels it runs are the caller's
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in leaves_of(out):
@@ -128,17 +152,21 @@ class _LargestStorage(TorchDispatchMode):
 
 
 class InProcessSubject:
-    """Serve a submission folder from this very process (no sandbox)."""
+    """Serve a submission folder from this very process (no sandbox).
+
+    In a sandbox worker the unit's families and forbidden functions were removed before this
+    subject was made (``enforce.remove``, ``enforce.erase``); here, each load and call of the
+    student's code refuses them too (``enforce.calling``), so both give the same verdicts."""
 
     def __init__(self, course: CourseUnits, folder: Path, *, isolate: bool = True, timeout: float | None = None):
         timeout = course.limits.call_timeout if timeout is None else timeout
         self.course, self.folder, self.isolate, self.timeout = course, Path(folder).resolve(), isolate, timeout
         self.failure: str | None = None  # nothing here can break apart from the student's code
         self._modules: dict[str, object] = {}
+        self._handed: dict[str, types.ModuleType | None] = {}  # unit -> its handed classes (the worker's)
         self._errors: dict[str, str] = {}
         enforce.install(course.kernels)
         self._refused: dict[str, set[str]] = {name: set() for name in course.units}  # kernel families refused
-        self._call = enforce.student_caller(self.folder)
         self._timed_out: str | None = None
         self._timeouts = Timeouts(timeout, course.limits.timeouts_per_unit)
         # One thread: the same reduction order on every machine, so even an ill-conditioned
@@ -169,7 +197,7 @@ class InProcessSubject:
                     enforce.gate(module, spec.stand_ins_for[sibling])
 
             try:
-                with enforce.guarding(self._guard(spec, None)), time_limit(self.timeout):
+                with enforce.calling(spec.kernels, None), time_limit(self.timeout):
                     self._modules[unit] = loader.load_unit(self.course, spec, self.folder, isolate=self.isolate,
                                                            trusted=gate, rules=self.course.rules)
             except loader.LoadError as error:
@@ -179,9 +207,16 @@ class InProcessSubject:
                 self._errors[unit] = N_("importing {file}: {problem}").format(file=spec.file, problem=refused.message)
         return self._errors.get(unit)
 
-    def _guard(self, spec: Unit, entry: str | None) -> enforce.Guard:
-        stand_ins = frozenset(str(self.course.root / rel) for rel in spec.stand_ins.values()) if self.isolate else frozenset()
-        return enforce.Guard(frozenset(spec.kernels), str(self.folder) + os.sep, stand_ins, entry)
+    def _handed_classes(self, unit: str) -> types.ModuleType | None:
+        """The unit's handed classes, where the torch modules they stand in for are removed (a worker)."""
+        if unit not in self._handed:
+            spec = self.course.units[unit]
+            self._handed[unit] = None
+            if spec.handed and enforce.removed():
+                module = loader.load_handed(self.course, spec)
+                enforce.gate_handed(module)
+                self._handed[unit] = module
+        return self._handed[unit]
 
     def runtime_uses(self, unit: str) -> set[str]:
         """The kernel families the unit's code asked for and was refused, so far."""
@@ -199,11 +234,18 @@ class InProcessSubject:
             # One time-out per test: hypothesis would otherwise wait again for every example.
             raise StudentError(Failure.TIMEOUT, N_("{problem} earlier in this test").format(problem=self._timed_out))
         module = self._modules[call.unit]
+        spec = self.course.units[call.unit]
         try:
-            # The student's whole call, backward included (a custom autograd.Function runs its code there).
+            # The whole request, export and backward included (a custom autograd.Function runs its code there),
+            # inside one refusal and, with ``measure``, one storage count.
             entry = call.target.target if isinstance(call.target, New) else call.target
-            with enforce.guarding(self._guard(self.course.units[call.unit], entry)), time_limit(self.timeout):
-                return self._run(module, call)
+            sizes = _LargestStorage() if call.measure else contextlib.nullcontext()
+            with enforce.calling(spec.kernels, entry), time_limit(self.timeout):
+                with sizes:
+                    result = self._run(module, call)
+                if call.measure:
+                    result.largest = cast(_LargestStorage, sizes).largest
+                return result
         except StudentError:
             raise
         except enforce.Forbidden as refused:
@@ -216,21 +258,25 @@ class InProcessSubject:
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             raise StudentError(type(error).__name__, loader.safe_str(error), _where(error, self.folder)) from None
 
-    def _build(self, module, recipe: New, call: Call):
-        trusted = recipe.target.startswith("torch.nn.")
-        if trusted:
-            obj = getattr(torch.nn, recipe.target.removeprefix("torch.nn."))(*recipe.args, **recipe.kwargs)
+    def _build(self, module, recipe: New, call: Call, handed: list):
+        if recipe.target.startswith("torch.nn."):
+            # A torch module the test hands to the student's code (unroll a trusted cell). In a worker, where
+            # torch's own is removed, the course's equal class written from allowed primitives; in process,
+            # torch's, with the families lifted while its forward runs. Either works for this call only.
+            name = recipe.target.removeprefix("torch.nn.")
+            classes = self._handed_classes(call.unit)
+            if classes is not None and isinstance(vars(classes).get(name), type):
+                obj = vars(classes)[name](*recipe.args, **recipe.kwargs)
+            else:
+                obj = enforce.lifted(getattr(torch.nn, name)(*recipe.args, **recipe.kwargs))
+            handed.append(obj)
             if recipe.state is not None:
-                obj.load_state_dict(recipe.state, strict=True)
-            # torch's own module, handed to the student's code (unroll a trusted cell): its kernels are
-            # the engine's, during this call only.
-            obj.forward = enforce.handed(obj.forward)
-            return obj.to(call.device)
-        # The student's class, built, loaded and moved through the student's own frame.
-        obj = self._call(getattr(module, recipe.target), *recipe.args, **recipe.kwargs)
+                _MODULE.load_state_dict(obj, recipe.state, strict=True)
+            return _MODULE.to(obj, call.device)
+        obj = getattr(module, recipe.target)(*recipe.args, **recipe.kwargs)
         if recipe.state is not None:
-            self._call(obj.load_state_dict, recipe.state, strict=True)
-        return self._call(obj.to, call.device)
+            _MODULE.load_state_dict(obj, recipe.state, strict=True)
+        return _MODULE.to(obj, call.device) if isinstance(obj, torch.nn.Module) else obj
 
     def _run(self, module, call: Call) -> Result:
         # Every call starts from a known RNG state (seed 0 unless given), so a module's
@@ -244,10 +290,11 @@ class InProcessSubject:
             torch.cuda.manual_seed_all(seed)
         want_grad = call.grad_outputs is not None
         leaves: dict[int, torch.Tensor] = {}  # id(tensor passed) -> the leaf we differentiate
+        handed: list = []  # the torch modules this call hands to the student's code
 
         def prepare(x):
             if isinstance(x, New):
-                return self._build(module, x, call)
+                return self._build(module, x, call, handed)
             if not isinstance(x, torch.Tensor):
                 return x
             leaf = x.detach().clone().to(call.device).requires_grad_(want_grad and x.is_floating_point())
@@ -266,42 +313,41 @@ class InProcessSubject:
         inputs = [t for t in leaves_of((args, kwargs)) if isinstance(t, torch.Tensor)]
         before = [_CLONE(_DETACH(t)) for t in inputs]
 
-        obj = self._build(module, call.target, call) if isinstance(call.target, New) else getattr(module, call.target)
-        if isinstance(obj, torch.nn.Module):
+        obj = self._build(module, call.target, call, handed) if isinstance(call.target, New) else getattr(module, call.target)
+        is_module = issubclass(type(obj), torch.nn.Module)
+        if is_module:
             if call.dtype is not None:
-                obj = obj.to(call.dtype)
-            obj.train(call.train)
+                obj = _MODULE.to(obj, call.dtype)
+            _MODULE.train(obj, call.train)
         fn = getattr(obj, call.method) if call.method else obj
-        sizes = _LargestStorage() if call.measure else contextlib.nullcontext()
-        with sizes:
-            output = self._call(fn, *args, **kwargs)
-
-        result = Result(output=export(output), largest=cast(_LargestStorage, sizes).largest if call.measure else None)
-        result.mutated = [
-            N_("input {number}").format(number=i + 1) for i, (old, new) in enumerate(zip(before, inputs))
-            if old.device.type != "meta" and not torch.equal(old, _DETACH(new))
-        ]
-        params = dict(obj.named_parameters()) if isinstance(obj, torch.nn.Module) else {}
-        if want_grad:
-            self._backward(output, call.grad_outputs, leaves, params, args, kwargs, result, call.device, self._call)
-        if call.return_state and isinstance(obj, torch.nn.Module):
-            result.state = export(dict(obj.state_dict()), "state_dict")
-            result.buffers = export(dict(obj.named_buffers()), "buffers")
+        with enforce.handing(handed):
+            output = fn(*args, **kwargs)
+            result = Result(output=export(output))
+            result.mutated = [
+                N_("input {number}").format(number=i + 1) for i, (old, new) in enumerate(zip(before, inputs))
+                if not _IS_META(old) and not _EQUAL(old, _DETACH(new))
+            ]
+            params = dict(_MODULE.named_parameters(obj)) if is_module else {}
+            if want_grad:
+                self._backward(output, call.grad_outputs, leaves, params, args, kwargs, result, call.device)
+        if call.return_state and is_module:
+            result.state = export(_MODULE.state_dict(obj), "state_dict")
+            result.buffers = export(dict(_MODULE.named_buffers(obj)), "buffers")
         return result
 
     @staticmethod
-    def _backward(output, grad_outputs, leaves, params, args, kwargs, result, device, call):
+    def _backward(output, grad_outputs, leaves, params, args, kwargs, result, device):
         outs, grads = [], []
-        for out, grad in zip(leaves_of(output), leaves_of(grad_outputs)):
+        for out, grad in zip(_tensor_leaves(output), leaves_of(grad_outputs)):
             if isinstance(grad, torch.Tensor):
-                if not (isinstance(out, torch.Tensor) and out.requires_grad):
+                if not (type(out) in _TENSORS and out.requires_grad):
                     raise StudentError(Failure.BAD_OUTPUT, N_("an output carries no gradient: was it detached or made "
                                                               "with torch.no_grad()?"))
                 outs.append(out)
                 grads.append(grad.to(device=device, dtype=out.dtype))
-        wrt = list(leaves.values()) + list(params.values())
-        # Through the student's frame: backward runs the student's hooks and custom Functions.
-        found = call(torch.autograd.grad, outs, wrt, grads, allow_unused=True) if outs and wrt else [None] * len(wrt)
+        wrt = list(leaves.values()) + [p for p in params.values() if type(p) in _TENSORS]
+        # Backward runs the student's hooks and custom Functions, inside the call's refusal.
+        found = torch.autograd.grad(outs, wrt, grads, allow_unused=True) if outs and wrt else [None] * len(wrt)
         found = [torch.zeros_like(w) if g is None else g.detach() for w, g in zip(wrt, found)]
         by_passed = dict(zip(leaves, found))
 
@@ -311,3 +357,26 @@ class InProcessSubject:
         result.arg_grads = tuple(map_nested(a, grad_of) for a in args)
         result.kwarg_grads = {k: map_nested(v, grad_of) for k, v in kwargs.items()}
         result.param_grads = dict(zip(params, found[len(leaves):]))
+
+
+def _tensor_leaves(value) -> list:
+    """The leaves of a student's output, read as :func:`export` reads them (C functions only)."""
+    found: list = []
+
+    def walk(x, depth: int) -> None:
+        if depth > 32:
+            return
+        if isinstance(x, tuple):
+            for i in range(_TUPLE_LEN(x)):
+                walk(_TUPLE_ITEM(x, i), depth + 1)
+        elif isinstance(x, list):
+            for i in range(_LIST_LEN(x)):
+                walk(_LIST_ITEM(x, i), depth + 1)
+        elif isinstance(x, dict):
+            for _, v in list(_DICT_ITEMS(x)):
+                walk(v, depth + 1)
+        else:
+            found.append(x)
+
+    walk(value, 0)
+    return found

@@ -53,7 +53,7 @@ class Classroom(Platform):
         """Whether a Classroom check can grade each unit with the stand-ins in place of
         its siblings, as ``grade`` does (so its points are Gradescope's
         visible points): only where the course's stand-in files are present."""
-        return all((course.root / path).is_file() for unit in course.units.values() for path in unit.stand_ins.values())
+        return all((course.root / path).is_file() for unit in course.units.values() for path in unit.files())
 
     def payloads(self, result: GradeResult, course: Course) -> dict[str, dict]:
         """Unit name -> the reporter's result object, for each unit of the course (a unit

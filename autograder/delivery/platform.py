@@ -143,7 +143,7 @@ def grader_files(course: Course) -> dict[Path, Path]:
     package, wherever it is installed), and what the manifest names: itself, the
     stand-ins and both suites; never the reference solutions."""
     engine = Path(__file__).resolve().parents[1]
-    course_files = {MANIFEST, *(Path(rel) for unit in course.units.values() for rel in unit.stand_ins.values())}
+    course_files = {MANIFEST, *(Path(rel) for unit in course.units.values() for rel in unit.files())}
     course_files |= {p.relative_to(course.root) for folder in (course.hidden_tests, course.public_tests)
                      for p in folder.rglob("*.py")}
     files = {rel: course.root / rel for rel in course_files}

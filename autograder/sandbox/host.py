@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import cast
 
 from autograder.core import redact
-from autograder.core.forbidden import STAND_INS
+from autograder.core.forbidden import ERASED, HANDED, STAND_INS
 from autograder.core.i18n import N_
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
@@ -287,7 +287,7 @@ class SandboxSubject:
         folder = self._pool.priv / "units" / f"w-{os.getpid()}-{id(self):x}-{unit}"
         # Full mode: only this worker's mount namespace shows it. Otherwise: only its uid may enter.
         folder.mkdir(mode=0o755 if self.mode == "full" else 0o700)
-        for rel in self.course.units[unit].stand_ins.values():
+        for rel in self.course.units[unit].files():
             source = (self.course.root / rel).resolve()
             if ".." in Path(rel).parts or not source.is_relative_to(self.course.root) or not source.is_file():
                 raise SandboxError(f"stand-in {rel} is not a file inside the course")
@@ -472,7 +472,7 @@ class SandboxSubject:
         """The kernel families the worker says its code was refused: believed only because
         claiming one can only lower the sender's own grade (and only the unit's own names)."""
         if type(names) is list and names:
-            allowed = {*self.course.units[unit].kernels, STAND_INS}
+            allowed = {*self.course.units[unit].kernels, STAND_INS, ERASED, HANDED}
             self._seen[unit] |= {n for n in names if type(n) is str and n in allowed}
 
     def _load(self, unit: str) -> str | None:

@@ -233,7 +233,8 @@ class Pool(ZygoteConnection):
             "socket_fd": child.fileno(),
             "course_name": course.name,
             "units": [{"name": u.name, "title": u.title, "file": u.file, "forbidden": list(u.forbidden),
-                       "stand_ins": u.stand_ins, "kernels": list(u.kernels), "stand_ins_for": u.stand_ins_for}
+                       "stand_ins": u.stand_ins, "kernels": list(u.kernels), "stand_ins_for": u.stand_ins_for,
+                       "handed": u.handed}
                       for u in course.units.values()],
             "kernels": course.kernels,
             "uid_min": UID_MIN,
@@ -290,7 +291,7 @@ class Pool(ZygoteConnection):
     def _lock_course_tree(self) -> None:
         """Without namespaces, the answers are hidden by mode alone: 0700, root's."""
         tests = self.course.hidden_tests.parent if self.course.hidden_tests.parent != self.course.root else self.course.hidden_tests
-        stand_ins = {(self.course.root / rel).parent for unit in self.course.units.values() for rel in unit.stand_ins.values()}
+        stand_ins = {(self.course.root / rel).parent for unit in self.course.units.values() for rel in unit.files()}
         # The nbgrader course folder holds the source notebooks, answers included.
         for folder in (self.course.solutions, tests, self.course.nbgrader_course, *sorted(stand_ins)):
             try:

@@ -2,9 +2,9 @@
 
 It follows the course API page exactly (True = may attend, float masks added,
 ``is_causal`` aligned bottom-right and combined with ``attn_mask``, rows with
-no allowed key give zeros, dropout on the weights) but is written over torch's
-own functions, so it holds nothing of the reference solution: a student who
-reads it learns only how to call torch.
+no allowed key give zeros, dropout on the weights), written from primitives the
+graded units may use themselves: in the worker, softmax's kernels do not exist for
+anyone, so its softmax is ``exp(x - logsumexp(x))``.
 """
 from __future__ import annotations
 
@@ -16,10 +16,13 @@ from torch import Tensor
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """torch.softmax, with zeros (not NaN) for a slice that is all -inf."""
-    dead = torch.isneginf(x).all(dim=dim, keepdim=True)
-    safe = torch.where(dead, torch.zeros((), dtype=x.dtype, device=x.device), x)
-    return torch.where(dead, torch.zeros((), dtype=x.dtype, device=x.device), torch.softmax(safe, dim=dim))
+    """exp(x - logsumexp(x)) along ``dim`` (in float32 for narrower floats, as torch.softmax), with
+    zeros (not NaN) for a slice that is all -inf."""
+    wide = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+    dead = torch.isneginf(wide).all(dim=dim, keepdim=True)
+    safe = torch.where(dead, torch.zeros((), dtype=wide.dtype, device=x.device), wide)
+    out = torch.exp(safe - torch.logsumexp(safe, dim=dim, keepdim=True))
+    return torch.where(dead, torch.zeros((), dtype=wide.dtype, device=x.device), out).to(x.dtype)
 
 
 def causal_mask(query_len: int, key_len: int | None = None, *, device=None) -> Tensor:

@@ -314,12 +314,8 @@ MODES = {"plain": _plain, "autograd": _grad, "no_grad": _no_grad, "inference_mod
          "autocast": _autocast, "vmap": _vmap, "meta": _meta, "func.grad": _func_grad}
 
 
-def _guard(tmp_path, families, **kw):
-    return enforce.Guard(frozenset(families), str(tmp_path) + "/", **kw)
-
-
 def test_every_family_names_operators_and_each_is_enforced():
-    """The course's families cover the operators the API page promises, and every one has checking kernels."""
+    """The course's families cover the operators the API page promises, and every one has refusing kernels."""
     found = enforce.operators(COURSE.kernels)
     for family in COURSE.kernels:
         assert any(f == family for f in found.values()), family
@@ -335,40 +331,37 @@ def test_every_family_names_operators_and_each_is_enforced():
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("family", FAMILY_CALLS)
-def test_a_family_is_refused_under_every_execution_mode(tmp_path, family, mode):
-    """Called from the submission's frame, every kernel of the family refuses, in every mode; from the
-    engine's own frame, or with no guard on, the same call runs."""
+def test_a_family_is_refused_under_every_execution_mode(family, mode):
+    """While a family is refused, every kernel of it raises for whoever calls it (this test's own
+    frame, no student frame anywhere), in every mode; another unit's family runs; after the call, torch as usual."""
     enforce.install(COURSE.kernels)
-    student = enforce.student_caller(tmp_path)
     for name, call in FAMILY_CALLS[family].items():
         x = torch.randn(4, 5)
-        MODES[mode](call, x.clone())  # no guard: torch as usual
-        with enforce.guarding(_guard(tmp_path, [family])):
+        MODES[mode](call, x.clone())  # nothing refused: torch as usual
+        with enforce.calling([family], "entry"):
             with pytest.raises(enforce.Forbidden, match=family):
-                student(MODES[mode], call, x.clone())
-        others = [f for f in FAMILY_CALLS if f != family]
-        with enforce.guarding(_guard(tmp_path, others)):
-            student(MODES[mode], call, x.clone())  # another unit's family: allowed
+                MODES[mode](call, x.clone())
+        # Another unit's family: allowed (softmax aside: fused attention's math path runs softmax's kernels).
+        with enforce.calling([f for f in FAMILY_CALLS if f not in (family, "softmax")], "entry"):
+            MODES[mode](call, x.clone())
 
 
-def test_sparse_nested_and_quantized_softmax_are_refused(tmp_path):
+def test_sparse_nested_and_quantized_softmax_are_refused():
     enforce.install(COURSE.kernels)
-    student = enforce.student_caller(tmp_path)
     routes = [lambda: torch.sparse.softmax(torch.randn(3, 4).to_sparse(), -1),
               lambda: torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)]).softmax(-1),
               lambda: torch.quantize_per_tensor(torch.randn(3, 4), 0.1, 0, torch.quint8).softmax(-1)]
     with pytest.warns(UserWarning):  # nested and quantized tensors warn that they are prototypes
         for route in routes:
-            with enforce.guarding(_guard(tmp_path, ["softmax"])), pytest.raises(enforce.Forbidden):
-                student(route)
+            with enforce.calling(["softmax"], "entry"), pytest.raises(enforce.Forbidden):
+                route()
 
 
-def test_enforced_kernels_compute_the_same_values_and_gradients(tmp_path):
+def test_refusing_kernels_compute_the_same_values_and_gradients_when_not_refused():
     enforce.install(COURSE.kernels)
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
     cell = torch.nn.LSTMCell(5, 2, dtype=torch.float64)
-    # This file as a stand-in's: a trusted frame is nearest, so the kernels run (through the checking ones).
-    with enforce.guarding(_guard(tmp_path, ["softmax", "recurrent"], stand_ins=frozenset({__file__}))):
+    with enforce.calling([], "entry"):  # through the refusing kernels, nothing refused
         got = torch.autograd.grad(torch.nn.functional.softmin(-x, -1).pow(2).sum(), x)[0]
         h, c = cell(x)
         cell_grad = torch.autograd.grad((h * c).sum(), x)[0]
@@ -388,9 +381,9 @@ def _unit(tmp_path, name, source):
     return subject
 
 
-def test_stand_ins_are_trusted_but_not_what_they_call_back(tmp_path):
-    """multi_head's stand-in attention calls torch.softmax: a student who uses it is not refused;
-    student code the stand-in calls back (a value's __rmul__) is the nearest frame, and is."""
+def test_stand_ins_need_no_family_and_what_they_call_back_is_refused(tmp_path):
+    """multi_head's stand-in attention computes its softmax without softmax's kernels: a student who uses
+    it is not refused; student code the stand-in calls back (a value's __rmul__) is refused as anything is."""
     subject = _unit(tmp_path, "multi_head",
                     "import torch\nfrom .attention import scaled_dot_product_attention\n\n\n"
                     "class Scale:\n    def __rmul__(self, other):\n        return other.softmax(-1)\n\n\n"
@@ -413,7 +406,7 @@ def test_a_stand_in_refuses_entries_the_unit_does_not_allow(tmp_path):
     assert subject.runtime_uses("efficient_attention") == {"stand-ins"}
 
 
-def test_a_handed_torch_module_is_trusted_during_its_call_only(tmp_path):
+def test_a_handed_torch_module_works_during_its_call_only(tmp_path):
     subject = _unit(tmp_path, "recurrent_cells",
                     "kept = []\n\n\ndef unroll(cell, x, state=None):\n    kept.append(cell)\n"
                     "    return cell(x[0], state)\n\n\ndef rnn_cell(x, h, w_ih, w_hh, b_ih=None, b_hh=None):\n"
@@ -426,7 +419,7 @@ def test_a_handed_torch_module_is_trusted_during_its_call_only(tmp_path):
 
 
 def test_an_entry_that_is_a_torch_function_is_refused(tmp_path):
-    """The grader calls entries through a frame of the submission's: a C function entry is not the engine's."""
+    """No frame decides: a C function as the entry point runs softmax's kernel, which raises for anyone."""
     subject = _unit(tmp_path, "attention", "import torch\n\nsoftmax = torch.special.log_softmax\n")
     with pytest.raises(StudentError) as caught:
         subject.run(Call("attention", "softmax", (torch.randn(2, 3), -1)))
@@ -437,7 +430,8 @@ def test_an_entry_that_is_a_torch_function_is_refused(tmp_path):
 
 HOSTILE = ROOT / "tests" / "hostile"
 CASES = {  # folder -> (unit, what the message must name)
-    "forbidden_softmin": ("attention", ["the kernel family 'softmax' at run time (refused)"]),
+    # F.softmin calls Tensor.softmax, which the worker erased (in process, softmax's kernel refuses).
+    "forbidden_softmin": ("attention", ["attention.py", "at run time"]),
     "forbidden_eval": ("attention", ["eval (line 7)"]),  # refused builtins are absent at run time too
     "forbidden_utf7": ("attention", ["a coding cookie for utf-7 (line 1)", "torch.softmax (line 9)", "'softmax'"]),
     "forbidden_private_softmax": ("attention", ["torch._softmax (line", "'softmax'"]),

@@ -163,7 +163,8 @@ def _course(config: dict, spawn: dict):
 
     lib = Path(spawn["unit_dir"] if not config["namespaces"] else config["inside"] + "/unit")
     units = {u["name"]: Unit(u["name"], u["title"], u["file"], tuple(u["forbidden"]), dict(u["stand_ins"]),
-                             tuple(u["kernels"]), {k: tuple(v) for k, v in u["stand_ins_for"].items()})
+                             tuple(u["kernels"]), {k: tuple(v) for k, v in u["stand_ins_for"].items()},
+                             handed=u["handed"])
              for u in config["units"]}
     missing = lib / "absent"
     rules = Rules(**{k: tuple(v) for k, v in spawn["rules"].items()}) if spawn["rules"] else None
@@ -191,7 +192,15 @@ def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None
 
     from autograder.core.subject import CallTimeout, InProcessSubject
 
-    inner = InProcessSubject(_course(config, spawn), Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
+    from autograder.core import enforce
+
+    course = _course(config, spawn)
+    unit = course.units[spawn["unit"]]
+    # Before any of the unit's code runs, for this process's whole life: its kernel families raise for
+    # everyone, and torch's Python implementations of what it may not call do not exist.
+    enforce.remove(unit.kernels)
+    enforce.erase(unit.forbidden, course.rules.erase if course.rules else ())
+    inner = InProcessSubject(course, Path(box), isolate=spawn["isolate"], timeout=spawn["timeout"])
     limits = spawn["limits"]
     test = None
 
