@@ -201,7 +201,9 @@ class _World:
                 module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
                 if isinstance(module, str) and isinstance(qualname, str):
                     names.append(f"{module}.{qualname}")
-            admitted = any(fnmatchcase(path, p) for p in self.admit)
+            # An allowed module is never denied by a tree above it (torch.utils.checkpoint under torch.utils).
+            admitted = any(fnmatchcase(path, p) for p in self.admit) or (
+                isinstance(obj, types.ModuleType) and path in self.modules)
             self._denied[key] = not admitted and (id(obj) in self.deny_ids or any(
                 fnmatchcase(n, p) or fnmatchcase(n, p + ".*") for n in names for p in self.deny))
         return self._denied[key]

@@ -152,8 +152,20 @@ SOFTMAX = ("torch.Tensor.softmax",)
         ("class T:\n    __module__ = 'torch.nn'", "a binding of __module__", ()),
         ("import torch\ntorch.UntypedStorage.from_file('f')", "torch.UntypedStorage (denied)", ()),
         ("x.untyped_storage().from_file('f')", "the attribute from_file (denied)", ()),
-        ("x.type('os.path')", "the attribute type (denied)", ()),
-        ("import torch\nfrom torch import nn\nnn.Module.type(x, 'os.path')", "the attribute type (denied)", ()),
+        # Private names only on self inside the file's own classes (issue 57): not on another value that
+        # happens to share a name the file defines.
+        ("class A:\n    def f(self, other):\n        self._x = 1\n        return other._x",
+         "the attribute _x (a private name: only on self inside this file's own classes)", ()),
+        ("_x = 1\ny = x._x", "the attribute _x (a private name: only on self inside this file's own classes)", ()),
+        # One object by two import paths is judged as that object: forbidden there too; the rest of a
+        # module off the list stays refused.
+        ("from torch.nn.modules.activation import MultiheadAttention", "torch.nn.MultiheadAttention", MHA),
+        ("from torch.autograd.function import _SingleLevelFunction", "an import from torch.autograd.function", ()),
+        ("from torch.utils.checkpoint import get_device_states", "torch.utils.checkpoint.get_device_states (denied)", ()),
+        ("from torch.utils import data", "an import from torch.utils", ()),
+        ("import torch.utils.checkpoint\ntorch.utils.data", "torch.utils (a module outside the allowed list)", ()),
+        ("import torch.utils.checkpoint as c\nc.contextlib.suppress", "torch.utils.checkpoint.contextlib (a module outside the allowed list)", ()),
+        ("import numpy as np\npi = np.pi", "an import of numpy", ()),
         ("x.numpy().tofile('f')", "the attribute numpy (denied)", ()),
         ("import functools\n@functools.singledispatch\ndef g(a): pass", "functools.singledispatch (denied)", ()),
         ("import torch as __builtins__", "__builtins__ (never allowed)", ()),
@@ -175,7 +187,7 @@ SOFTMAX = ("torch.Tensor.softmax",)
         ("import torch\ndef g(torch):\n    return torch.os", "a second binding of torch (an imported name)", ()),
         ("import math\nimport torch as math", "a second binding of math (an imported name)", ()),
         ("import torch\nclass A(torch.nn.Module):\n    def f(self):\n        return self._modules",
-         "the attribute _modules", ()),
+         "the attribute _modules (a private name: only on self inside this file's own classes)", ()),
     ],
 )
 def test_hostile_snippet_is_refused(source, expected, forbidden):
@@ -191,6 +203,14 @@ def test_hostile_snippet_is_refused(source, expected, forbidden):
         ("import torch\nfrom torch import nn, Tensor\nclass A(nn.Module):\n    def __init__(self):\n"
          "        super().__init__()\n        self._cache = None\n    def forward(self, x):\n        return self._cache", ()),
         ("import torch.nn.functional as F\ny = F.linear(x, w)", ()),
+        # Honest idioms the old spelling rules refused (issue 57).
+        ('on_meta = x.device.type == "meta"', ()),
+        ("import torch\ny = x.type(torch.float64)\nz = w.type(x.dtype)", ()),
+        ("from torch.autograd.function import Function\nclass F(Function):\n    pass", ()),
+        ("from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x, use_reentrant=False)", ()),
+        ("import torch.utils.checkpoint\ny = torch.utils.checkpoint.checkpoint(f, x, use_reentrant=False)", ()),
+        ("from torch.utils import checkpoint\ny = checkpoint.checkpoint(f, x, use_reentrant=False)", ()),
+        ("class A:\n    def softmax(self, x):\n        return x\n    def f(self, x):\n        return self.softmax(x)", SOFTMAX),
         ("from .attention import scaled_dot_product_attention", ()),
         ("from . import attention\nattention.softmax(x)", SOFTMAX),
         ("import math\nmath.sqrt(2)", ()),
