@@ -197,7 +197,7 @@ def removed() -> bool:
 
 def _raiser(name: str):
     def erased(*args, **kwargs):
-        raise Forbidden(ERASED, N_("{name} does not exist while this unit is graded").format(name=name))
+        raise Forbidden(f"{ERASED}:{name}", N_("{name} does not exist while this unit is graded").format(name=name))
 
     erased.__name__ = erased.__qualname__ = name.rsplit(".", 1)[-1]
     return erased
@@ -222,7 +222,7 @@ def _erase_class(cls: type, name: str) -> None:
     for attr, member in list(vars(cls).items()):
         if isinstance(member, (types.FunctionType, staticmethod, classmethod)) and attr not in ("__repr__",):
             try:
-                setattr(cls, attr, _raiser(f"{name}.{attr}"))
+                setattr(cls, attr, _raiser(name))
             except (TypeError, AttributeError):  # a C type: its kernels are refused instead
                 return
 
@@ -249,6 +249,7 @@ def erase(names: Iterable[str], trees: Iterable[str] = ()) -> None:
     function the modules of ``trees`` define, and refuse importing a module of ``trees`` anew."""
     trees = tuple(trees)
     doomed: dict[int, str] = {}
+    erased: set[int] = set()  # classes done, under the first name listed for them
     for name in names:
         obj = _resolve(name)
         if obj is None or isinstance(obj, types.ModuleType):
@@ -256,19 +257,22 @@ def erase(names: Iterable[str], trees: Iterable[str] = ()) -> None:
                 trees += (obj.__name__,)
             continue
         if isinstance(obj, type):
-            _erase_class(obj, name)
+            if id(obj) not in erased:
+                erased.add(id(obj))
+                _erase_class(obj, name)
         elif callable(obj):
-            doomed[id(obj)] = name
+            doomed.setdefault(id(obj), name)
     for module_name, module in list(sys.modules.items()):
         if not isinstance(module, types.ModuleType) or not _in_tree(module_name, trees):
             continue
         for attr, member in list(vars(module).items()):
             if getattr(member, "__module__", None) != module_name:
                 continue
-            if isinstance(member, type):
+            if isinstance(member, type) and id(member) not in erased:
+                erased.add(id(member))
                 _erase_class(member, f"{module_name}.{attr}")
             elif isinstance(member, types.FunctionType):
-                doomed[id(member)] = f"{module_name}.{attr}"
+                doomed.setdefault(id(member), f"{module_name}.{attr}")
     for module_name, module in list(sys.modules.items()):
         if not (module_name == "torch" or module_name.startswith("torch.")) or not isinstance(module, types.ModuleType):
             continue

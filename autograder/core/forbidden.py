@@ -21,7 +21,8 @@ from autograder.core.loader import read_source
 
 TENSOR_PREFIX = "torch.Tensor."
 STAND_INS = "stand-ins"  # what enforce.gate's refusals are recorded as, beside the kernel families
-ERASED = "erased"  # a torch function or class enforce.erase replaced (the unit may not call it)
+ERASED = "erased"  # "erased:<name>": a torch function or class enforce.erase replaced (the unit may not call it)
+ERASED_NAME = re.compile(r"erased:[A-Za-z_][A-Za-z0-9_.]{0,150}")
 HANDED = "handed"  # a module a test handed to the student's code, used outside that call
 
 # Builtins that run or import code named by a string.
@@ -62,9 +63,9 @@ class Use:
 
     def describe(self, filename: str) -> str:
         """The finding as the student reads it (on the grader's side: in the language it speaks)."""
-        if self.line is None and self.name == ERASED:
-            return _("{file} called torch code this unit may not use, which does not exist while it is graded "
-                     "(refused at run time)").format(file=filename)
+        if self.line is None and ERASED_NAME.fullmatch(self.name):
+            return _("{file} asked for {name}, which this unit may not use, at run time (refused)").format(
+                file=filename, name=self.name.split(":", 1)[1])
         if self.line is None and self.name == HANDED:
             return _("{file} used a module a test handed to it outside the call it was handed to (refused at run "
                      "time)").format(file=filename)

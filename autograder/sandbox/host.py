@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import cast
 
 from autograder.core import redact
-from autograder.core.forbidden import ERASED, HANDED, STAND_INS
+from autograder.core.forbidden import ERASED_NAME, HANDED, STAND_INS
 from autograder.core.i18n import N_
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
@@ -472,8 +472,8 @@ class SandboxSubject:
         """The kernel families the worker says its code was refused: believed only because
         claiming one can only lower the sender's own grade (and only the unit's own names)."""
         if type(names) is list and names:
-            allowed = {*self.course.units[unit].kernels, STAND_INS, ERASED, HANDED}
-            self._seen[unit] |= {n for n in names if type(n) is str and n in allowed}
+            allowed = {*self.course.units[unit].kernels, STAND_INS, HANDED}
+            self._seen[unit] |= {n for n in names if type(n) is str and (n in allowed or ERASED_NAME.fullmatch(n))}
 
     def _load(self, unit: str) -> str | None:
         filename = self.course.units[unit].file
