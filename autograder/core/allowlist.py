@@ -103,7 +103,7 @@ FRAME_ATTRIBUTES = frozenset({
     "ag_frame", "ag_code", "ag_await",
 })
 REFUSED_ATTRIBUTES = frozenset({"format_map", "mro"})
-NEVER_NAMES = frozenset({"__builtins__", "__import__", "__loader__", "__spec__", "globals", "locals", "vars"})
+NEVER_NAMES = frozenset({"__builtins__", "__import__", "__loader__", "__spec__", "globals", "locals", "vars", "__owned__"})
 MODULE_GLOBALS = frozenset({"__name__", "__doc__"})
 REFUSED_DEFINITIONS = frozenset({
     "__torch_function__", "__torch_dispatch__", "__init_subclass__", "__class_getitem__", "__set_name__",

@@ -245,9 +245,12 @@ class _RefuseTrees(importlib.abc.MetaPathFinder):
 
 def erase(names: Iterable[str], trees: Iterable[str] = ()) -> None:
     """Replace torch's Python implementations of ``names`` (dotted: classes get raising methods,
-    functions a raising stand-in wherever a torch module binds them) and of every class and
-    function the modules of ``trees`` define, and refuse importing a module of ``trees`` anew."""
-    trees = tuple(trees)
+    a class's method a raising one, functions a raising stand-in wherever a torch module binds
+    them) and of every class and function the modules of ``trees`` define, and refuse importing
+    a module of ``trees`` anew (an entry of ``trees`` that is no module is one of ``names``)."""
+    names, trees = list(names), tuple(trees)
+    names += [t for t in trees if (found := _resolve(t)) is not None and not isinstance(found, types.ModuleType)]
+    trees = tuple(t for t in trees if t not in names)
     doomed: dict[int, str] = {}
     erased: set[int] = set()  # classes done, under the first name listed for them
     for name in names:
@@ -255,6 +258,13 @@ def erase(names: Iterable[str], trees: Iterable[str] = ()) -> None:
         if obj is None or isinstance(obj, types.ModuleType):
             if isinstance(obj, types.ModuleType):
                 trees += (obj.__name__,)
+            continue
+        owner = _resolve(name.rsplit(".", 1)[0]) if "." in name else None
+        if isinstance(owner, type) and not isinstance(obj, type):
+            try:  # a method: replaced on its class (torch.storage._StorageBase.type)
+                setattr(owner, name.rsplit(".", 1)[1], _raiser(name))
+            except (TypeError, AttributeError):  # a C type's: its kernels are refused instead
+                pass
             continue
         if isinstance(obj, type):
             if id(obj) not in erased:

@@ -19,13 +19,19 @@ Decisions:
   negative and never more than the points, so a score never goes below zero.
 * **Submission times** without an offset (nbgrader's ``timestamp.txt`` may omit it) are UTC,
   as nbgrader reads them.
+* **Extensions** (``[late] extensions = "extensions.csv"``, a path from the course root): one row per
+  student and unit (``*``: every unit), with either ``days`` (added to the unit's due date) or
+  ``due`` (a new due date, with its offset). Every path that prices late work asks
+  :meth:`Extensions.due` for a student's due date; the last row that names a student and unit wins.
 """
 from __future__ import annotations
 
+import csv
 import datetime
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 DAY = 86_400.0  # seconds
 POLICIES = ("none", "per_day", "zero")
@@ -39,14 +45,20 @@ class LatePolicy:
 
     policy: str = "none"  # one of POLICIES
     rate: float = 0.0  # per_day: percent of the points taken per started day late
+    # The per-student extensions file, relative to the course root (None: no extensions).
+    extensions: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_table(cls, table: dict | None, where: str = "[late]") -> "LatePolicy":
         """The policy of a manifest's ``[late]`` table (none when there is no table)."""
         table = dict(table or {})
-        unknown = sorted(set(table) - {"policy", "rate"})
+        unknown = sorted(set(table) - {"policy", "rate", "extensions"})
         if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (the keys are policy and rate)")
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (the keys are policy, rate and extensions)")
+        extensions = table.pop("extensions", None)
+        if extensions is not None and (not isinstance(extensions, str) or not extensions.strip()):
+            raise ValueError(f"{where}: extensions is a CSV file's path from the course root, e.g. \"extensions.csv\"")
+        extensions = extensions.strip() if extensions else None
         policy = table.get("policy", "none")
         if policy not in POLICIES:
             raise ValueError(f"{where}: policy {policy!r} is not one of {', '.join(POLICIES)}")
@@ -54,10 +66,10 @@ class LatePolicy:
             rate = table.get("rate")
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 100:
                 raise ValueError(f"{where}: policy per_day needs a rate, the percent taken per started day (0 < rate <= 100)")
-            return cls(policy, float(rate))
+            return cls(policy, float(rate), extensions)
         if "rate" in table:
             raise ValueError(f"{where}: rate is for policy per_day only (the policy is {policy})")
-        return cls(policy)
+        return cls(policy, extensions=extensions)
 
     def describe(self) -> str:
         if self.policy == "per_day":
@@ -154,3 +166,82 @@ def assess(policy: LatePolicy, points: float, submitted: datetime.datetime, due:
     """What handing in ``points`` (trusted) at ``submitted`` costs against ``due``."""
     seconds = (submitted - due).total_seconds()
     return Late(due, submitted, float(points), policy.penalty(points, seconds))
+
+
+# -- per-student extensions ---------------------------------------------------------------------
+
+EVERY_UNIT = "*"
+
+
+@dataclass(frozen=True)
+class Extension:
+    """One row of the extensions file: ``days`` more, or a new ``due`` date."""
+
+    days: float | None = None
+    due: datetime.datetime | None = None
+
+    def applied(self, due: datetime.datetime) -> datetime.datetime:
+        return self.due if self.due is not None else due + datetime.timedelta(days=self.days or 0.0)
+
+
+@dataclass(frozen=True)
+class Extensions:
+    """The course's per-student extensions (``[late] extensions``): (student, unit or ``*``) -> extension."""
+
+    rows: dict[tuple[str, str], Extension] = field(default_factory=dict)
+    source: str = ""
+
+    @classmethod
+    def load(cls, root: Path, policy: LatePolicy) -> "Extensions":
+        """The extensions file ``policy`` names, read from the course ``root`` (none when it names
+        none). Raises ValueError when it is missing or a row is unusable: a grade must never be
+        priced without the extensions the instructor gave."""
+        if not policy.extensions:
+            return cls()
+        path = root / policy.extensions
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except OSError as error:
+            raise ValueError(f"[late] extensions: {path} cannot be read ({error.strerror or error})") from None
+        return cls.parse(text, policy.extensions)
+
+    @classmethod
+    def parse(cls, text: str, where: str = "extensions") -> "Extensions":
+        reader = csv.DictReader(text.splitlines())
+        fields = set(reader.fieldnames or ())
+        if not {"student", "unit"} <= fields or not fields & {"days", "due"}:
+            raise ValueError(f"{where}: the columns are student, unit (or * for every unit) and days or due")
+        rows = {}
+        for number, row in enumerate(reader, start=2):
+            student, unit = (row.get("student") or "").strip(), (row.get("unit") or "").strip() or EVERY_UNIT
+            days, due = (row.get("days") or "").strip(), (row.get("due") or "").strip()
+            if not student and not days and not due:
+                continue  # a blank line
+            if not student or bool(days) == bool(due):
+                raise ValueError(f"{where}, line {number}: a row names a student and gives days or a due date, "
+                                 "not both")
+            if days:
+                try:
+                    value = float(days)
+                except ValueError:
+                    raise ValueError(f"{where}, line {number}: days {days!r} is not a number") from None
+                if not math.isfinite(value) or value < 0:
+                    raise ValueError(f"{where}, line {number}: days {days!r} is not a number of days (0 or more)")
+                rows[(student, unit)] = Extension(days=value)
+            else:
+                rows[(student, unit)] = Extension(due=parse_due(due, f"{where}, line {number}"))
+        return cls(rows, where)
+
+    def find(self, unit: str, *students: str) -> Extension | None:
+        """The extension of the first of ``students`` (a student's names: folder, email, id...) that
+        has one for ``unit``: a row naming the unit wins over a ``*`` row."""
+        for key in (unit, EVERY_UNIT):
+            for student in students:
+                if student and (student, key) in self.rows:
+                    return self.rows[(student, key)]
+        return None
+
+    def due(self, unit: str, due: datetime.datetime, *students: str) -> datetime.datetime:
+        """``unit``'s due date for the student known by ``students``: ``due``, extended."""
+        extension = self.find(unit, *students)
+        return due if extension is None else extension.applied(due)

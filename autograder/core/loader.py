@@ -8,6 +8,7 @@ own files, as a student running their whole package would see them.
 """
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import itertools
@@ -50,7 +51,12 @@ def _exec_file(module_name: str, path: Path, builtins: dict | None = None) -> ty
     sys.modules[module_name] = module
     # The text read_source decoded, not the import machinery's own reading: what runs is what
     # the forbidden-use scan (forbidden.scan_file) reads.
-    exec(compile(read_source(path)[0], str(path), "exec", dont_inherit=True), module.__dict__)
+    source: str | ast.Module = read_source(path)[0]
+    if builtins is not None:
+        from autograder.core import restricted  # (it imports the allow-list, which imports this module)
+
+        source = restricted.guard_private(cast(str, source))
+    exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)
     return module
 
 

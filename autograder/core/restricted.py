@@ -19,6 +19,7 @@ that probes with ``hasattr`` gets ``False`` for a refused name, as it would for 
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import dis
 import sys
@@ -64,6 +65,26 @@ def _refusal(obj, name, package: str, store: bool) -> str | None:
     return None
 
 
+OWNED = "__owned__"  # the builtin every private attribute's receiver passes through (guard_private)
+
+
+class _PrivateReceivers(ast.NodeTransformer):
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if node.attr.startswith("_") and not (node.attr.startswith("__") and node.attr.endswith("__")):
+            call = ast.Call(func=ast.Name(OWNED, ast.Load()), args=[node.value], keywords=[])
+            node.value = ast.copy_location(call, node.value)
+        return node
+
+
+def guard_private(source: str) -> ast.Module:
+    """``source`` with the receiver of every ``_private`` attribute wrapped in ``__owned__(...)``,
+    which returns it only if it is one of the unit's own classes or an instance of one. The scan
+    allows ``self._x`` by spelling; this makes ``Own.method(any_object)`` reach nothing private of
+    an object the unit did not make."""
+    return ast.fix_missing_locations(_PrivateReceivers().visit(ast.parse(source)))
+
+
 def builtins_for(package: str, rules: Rules, load_sibling: Callable[[str], None]) -> dict:
     """The ``__builtins__`` of a unit module of ``package``. ``load_sibling(name)`` makes sure
     the sibling unit ``package.name`` is in ``sys.modules`` before a relative import takes it."""
@@ -88,6 +109,11 @@ def builtins_for(package: str, rules: Rules, load_sibling: Callable[[str], None]
         why = _refusal(obj, name, package, store)
         if why:
             raise AttributeError(f"a unit file may not reach {why} (the API page lists what it may use)")
+
+    def owned(obj):
+        if not _own(obj, package):
+            raise AttributeError("a unit file may reach private attributes only of its own classes and their objects")
+        return obj
 
     def checked_getattr(obj, name, *default):
         check(obj, name)
@@ -136,4 +162,5 @@ def builtins_for(package: str, rules: Rules, load_sibling: Callable[[str], None]
     table = {n: getattr(builtins, n) for n in allowed if hasattr(builtins, n)}
     table.update(getattr=checked_getattr, hasattr=checked_hasattr, setattr=checked_setattr, delattr=checked_delattr)
     table.update(__build_class__=builtins.__build_class__, __import__=checked_import, __name__="builtins")
+    table[OWNED] = owned
     return {n: v for n, v in table.items() if n in allowed or n.startswith("__")}

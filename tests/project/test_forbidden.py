@@ -434,9 +434,10 @@ CASES = {  # folder -> (unit, what the message must name)
     "forbidden_softmin": ("attention", ["attention.py", "at run time"]),
     "forbidden_eval": ("attention", ["eval (line 7)"]),  # refused builtins are absent at run time too
     "forbidden_utf7": ("attention", ["a coding cookie for utf-7 (line 1)", "torch.softmax (line 9)", "'softmax'"]),
-    "forbidden_private_softmax": ("attention", ["torch._softmax (line", "'softmax'"]),
+    # A private name's receiver must be the unit's own (restricted.guard_private): torch._softmax never runs.
+    "forbidden_private_softmax": ("attention", ["torch._softmax (line"]),
     "forbidden_ops_softmax": ("attention", ["torch.ops (line"]),
-    "forbidden_c_nn_sdpa": ("attention", ["torch._C (line", "'fused_attention'"]),
+    "forbidden_c_nn_sdpa": ("attention", ["torch._C (line"]),
     "forbidden_ops_lstm_cell": ("recurrent_cells", ["torch.ops (line"]),
     "forbidden_mha_module": ("multi_head", ["torch.nn.modules.activation.MultiheadAttention (line 5)"]),
     "forbidden_group_norm": ("transformer_block", ["the kernel family 'normalisation' at run time (refused)"]),
@@ -480,3 +481,16 @@ def test_honest_code_keeps_full_marks(unit, catalogue):
     for case in ("solutions", "alternative"):
         got = catalogue[unit][case]
         assert got["status"] == "graded" and got["score"] == got["max_score"], (case, unit, got["message"])
+
+
+def test_a_private_name_reaches_only_the_units_own_objects(tmp_path):
+    """The scan admits ``self._x`` by spelling; at run time the receiver must be one of the unit's own
+    classes or objects, so a method of the file's called on another object (``Own.peek(x)``) reads nothing."""
+    subject = _unit(tmp_path, "attention",
+                    "class Own:\n    def __init__(self):\n        self._x = 1\n\n    def peek(self):\n"
+                    "        return self._x\n\n\ndef softmax(x, dim=-1):\n    return x * Own().peek()\n\n\n"
+                    "def causal_mask(query_len, key_len=None, *, device=None):\n    return Own.peek(query_len)\n")
+    got = subject.run(Call("attention", "softmax", (torch.ones(2, 2),))).output
+    assert torch.equal(got, torch.ones(2, 2))  # its own object: fine
+    with pytest.raises(StudentError, match="private attributes only of its own classes"):
+        subject.run(Call("attention", "causal_mask", (3,)))
