@@ -345,10 +345,11 @@ class InProcessSubject:
                                                               "with torch.no_grad()?"))
                 outs.append(out)
                 grads.append(grad.to(device=device, dtype=out.dtype))
-        wrt = list(leaves.values()) + [p for p in params.values() if type(p) in _TENSORS]
+        params = {name: p for name, p in params.items() if type(p) in _TENSORS}  # a subclass: no gradient of it
+        wrt = list(leaves.values()) + list(params.values())
         # Backward runs the student's hooks and custom Functions, inside the call's refusal.
-        found = torch.autograd.grad(outs, wrt, grads, allow_unused=True) if outs and wrt else [None] * len(wrt)
-        found = [torch.zeros_like(w) if g is None else g.detach() for w, g in zip(wrt, found)]
+        raw = torch.autograd.grad(outs, wrt, grads, allow_unused=True) if outs and wrt else [None] * len(wrt)
+        found = [torch.zeros_like(w) if g is None else g.detach() for w, g in zip(wrt, raw)]
         by_passed = dict(zip(leaves, found))
 
         def grad_of(x):
