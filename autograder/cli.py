@@ -9,6 +9,8 @@ may raise to its exit code and message, in one place:
   ``repro``'s call still gives a wrong answer);
 * 2 for bad arguments, a missing submission or an existing output folder;
 * 3 when the grader itself failed;
+* 4 when ``grade-batch`` ran but some students need attention (an upload refused or not
+  graded, blank in the gradebook; an upload no roster row holds): the summary lists them;
 * 130 when a batch was interrupted (its finished students are kept).
 
 ``<command> nbgrader ...`` runs the nbgrader pipeline
@@ -100,6 +102,10 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None,
                        help="wall-clock seconds per student before a grader process is killed "
                             f"(default {limits.student_budget:g})")
 
+    due = sub.add_parser("set-due", help="set a unit's due date in course.toml ([units.UNIT] due; comments kept)")
+    due.add_argument("unit")
+    due.add_argument("date", help="ISO 8601 with its UTC offset, e.g. 2027-03-01T23:59:00+01:00 (refused without one)")
+
     lms = sub.add_parser("lms", help="an LMS gradebook (its own export, filled in) from the nbgrader pipeline's export")
     lms.add_argument("layout", choices=LMS_LAYOUTS)
     lms.add_argument("grades", type=Path, help="the CSV that `nbgrader export` wrote")
@@ -159,6 +165,13 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None,
     repro.add_argument("--path", type=Path, help="your folder (default: assignments/)")
     repro.add_argument("--snippet", action="store_true", help="print a Python script that rebuilds the case instead")
     repro.add_argument("--lang", help=LANG_HELP)
+    similar = sub.add_parser("similarity", help="code similarity of every pair of students, unit by unit "
+                                                "(the released stubs excluded): CSV and HTML")
+    similar.add_argument("folder", type=Path, help="a grade-batch submissions folder, or an nbgrader course folder")
+    similar.add_argument("-o", "--output", type=Path, required=True, help="folder for similarity.csv and .html")
+    similar.add_argument("--unit", action="append", dest="units", metavar="UNIT", help="only this unit (repeatable)")
+    similar.add_argument("--threshold", type=float, metavar="SHARE",
+                         help="flag a pair when either file shares more than this of its code (0-1, default 0.5)")
     for name, path in (course_commands or {}).items():  # listed for --help; _main runs them before parsing
         sub.add_parser(name, add_help=False, help=f"{_first_line(path)} (`{prog} {name} --help` for its options)")
     return parser
@@ -312,7 +325,7 @@ def _grade_all(course: Course, args, folders: list[Path], units: list[str], jobs
 
 
 def _batch(course: Course, args) -> int:
-    from autograder.delivery.batch import grade_batch, read_mapping
+    from autograder.delivery.batch import NEEDS_ATTENTION, closing_line, grade_batch, read_mapping
 
     _need_hidden_tests(course)
     if not args.submissions.is_dir():
@@ -339,9 +352,14 @@ def _batch(course: Course, args) -> int:
                           show_progress=args.progress, student_budget=args.student_budget,
                           gradebook=args.csv, roster=roster, mapping=mapping)
     # Late work is priced by course.toml's [late] and each unit's due (autograder/core/lateness.py).
-    late = f", {summary['late']} handed in late" if summary.get("late") else ""
-    print(f"{summary['students']} students ({summary['graded_now']} graded now, {summary['not_graded']} not "
-          f"gradable{late}); see {args.output / 'gradebook.csv'} and {args.output / 'summary.md'}")
+    print(closing_line(summary, args.output / "gradebook.csv", args.output / "summary.md"))
+    return NEEDS_ATTENTION if summary.get("needs_attention") else 0
+
+
+def _set_due(course: Course, args) -> int:
+    from autograder.core.due_dates import set_due_of  # ValueError: exit 2, the file unchanged
+
+    print(set_due_of(course.root, args.unit, args.date))
     return 0
 
 
@@ -398,7 +416,24 @@ def _class_report(course: Course, args) -> int:
 
 
 COMMANDS = {"build": _build, "grade": _grade, "check": _check, "grade-batch": _batch, "class-report": _class_report,
-            "release": _release, "lms": _lms, "export": _export, "repro": _repro}
+            "release": _release, "lms": _lms, "export": _export, "repro": _repro, "set-due": _set_due}
+
+
+def _similarity(course: Course, args) -> int:
+    from autograder.delivery import similarity
+
+    if not args.folder.is_dir():
+        raise UsageError(f"no such folder: {args.folder}")
+    found = similarity.report(course, args.folder, args.output, args.units,
+                              similarity.DEFAULT_THRESHOLD if args.threshold is None else args.threshold)
+    for upload, reason in found.skipped:
+        print(f"not compared: {upload}: {reason}")
+    print(f"{len(found.students)} students, {len(found.pairs)} pairs compared, {len(found.flagged)} above "
+          f"{found.threshold:g}; see {found.csv} (every pair) and {found.html} (the {found.shown} most similar)")
+    return 0
+
+
+COMMANDS["similarity"] = _similarity
 
 
 # -- reports ------------------------------------------------------------------------------------

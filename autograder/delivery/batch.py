@@ -26,17 +26,17 @@ Whatever one upload does, the others are graded (decisions, README "a whole clas
     name the gradebook uses for its own rows is refused too;
   * digests and unpacking read a bounded amount (see :mod:`.submissions`).
 
-Late work: a unit with a ``due`` date in the manifest is priced by its ``[late]`` policy
-(:mod:`autograder.core.lateness`) on the trusted points, from the upload's submission time
-(:func:`submission_time`: its ``timestamp.txt``, else its modification time). The record keeps
-the trusted result and a ``late`` section beside it; the feedback, the gradebook's unit columns
-and totals, and its status show the score after the penalty.
+Regrades: a record stands for an upload *and* the grader that graded it (its fingerprint,
+:mod:`.fingerprint`: suites, stand-ins, course.toml, the engine's files, library versions), so a
+changed grader grades every student again, and the summary says why.
+
+Late work (:mod:`.batch_records`): priced on the trusted points from the upload's submission time
+(:func:`submission_time`: its ``timestamp.txt``, else its modification time) against the student's
+due date, extensions included; the feedback, the gradebook's unit columns and totals, and its
+status show the score after the penalty. The gradebook and summary: :mod:`.batch_summary`.
 """
 from __future__ import annotations
 
-import csv
-import datetime
-import hashlib
 import json
 import math
 import os
@@ -44,31 +44,27 @@ import queue
 import resource
 import select
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from rich.progress import Progress
 
-from autograder.authoring.rubric import rubric
 from autograder.core import lateness
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
-from autograder.core.safe_text import safe_name, safe_text
-from autograder.core.settings import DEFAULTS
-from autograder.core.uploads import SubmissionError, read_regular, walk
-from autograder.delivery.atomic import atomic_write
-from autograder.delivery.formats import (LMS_LAYOUTS, POINTS_POSSIBLE, LmsRoster, gradebook_csv, lms_gradebook,
-                                         lms_settings, markdown_text, to_markdown, unmatched_csv)
+from autograder.core.uploads import SubmissionError
+from autograder.delivery import fingerprint as grader
+from autograder.delivery.batch_records import (DIGEST_BYTES, RESERVED_NAMES, Student, discover, extensions,
+                                               late, read_mapping, record, stale, submission_time)
+from autograder.delivery.batch_summary import NEEDS_ATTENTION, closing_line, write_gradebook
+from autograder.delivery.formats import LmsRoster
 from autograder.delivery.submissions import collect
-from autograder.delivery import class_report
 from autograder.grading import forking, serve
 from autograder.grading import serve_channel as channel
 from autograder.grading.errors import GraderError
@@ -77,230 +73,13 @@ from autograder.sandbox.resources import SandboxError
 from autograder.sandbox.pool import Pool
 
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
-# Bytes of an upload read for its digest, at most: from the default zip limit, never the course's,
-# so an upload's digest (what a resumed batch compares) does not change with course.toml.
-DIGEST_BYTES = 4 * DEFAULTS.upload_zip_bytes
+# What the batch's modules give the callers of this one (the command line, the tests).
+__all__ = ["DIGEST_BYTES", "NEEDS_ATTENTION", "RESERVED_NAMES", "BatchInterrupted", "Student", "closing_line", "discover",
+           "grade_batch", "read_mapping", "submission_time", "write_gradebook"]
 
 
 class BatchInterrupted(Exception):
     """SIGINT or SIGTERM stopped the batch; what was recorded stays, the rest is graded by the next run."""
-
-
-@dataclass
-class Student:
-    name: str
-    source: Path
-    digest: str
-    submitted: datetime.datetime | None = None  # when it was handed in (submission_time); None: unknown
-    submitted_from: str = ""  # where that time was read
-
-
-
-
-def submission_time(path: Path) -> tuple[datetime.datetime | None, str]:
-    """When the upload ``path`` was handed in, and where that was read.
-
-    Which wins: a ``timestamp.txt`` at the top of an upload folder (nbgrader's form,
-    ``2027-03-01 23:59:00.000000 UTC``, or ISO 8601; no offset means UTC), since it is what the
-    system that collected the work wrote, while a copy, a download or an unzip may change
-    modification times. Without one (or when it cannot be read as a time), the upload's
-    modification time: a zip's own, a folder's newest file's (a folder's own changes only when
-    entries are added or removed). A ``timestamp.txt`` inside a zip is never read, and neither is
-    one through a link; a linked upload has no time (it is refused anyway). The file is taken at
-    its word: where students could put a file of that name at the top of their own upload, write
-    it (or remove it) from the platform's record before grading."""
-    try:
-        info = path.lstat()
-    except OSError:
-        return None, ""
-    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
-        return None, ""
-    mtime = "modification time"
-    if stat.S_ISDIR(info.st_mode):
-        given = read_regular(path / lateness.TIMESTAMP, 64)
-        if given is not None:
-            when = lateness.parse_timestamp(given.decode("utf-8", "replace"))
-            if when is not None:
-                return when, lateness.TIMESTAMP
-            mtime += f" ({lateness.TIMESTAMP} unreadable)"
-        try:
-            newest = max((i.st_mtime for f, i in walk(path) if stat.S_ISREG(i.st_mode) and f != path / lateness.TIMESTAMP),
-                         default=info.st_mtime)
-        except (SubmissionError, OSError):
-            return None, ""  # collect() refuses it, with its status
-    else:
-        newest = info.st_mtime
-    return datetime.datetime.fromtimestamp(newest, lateness.UTC), mtime
-
-
-def _late(course: Course, student: Student, result: dict | None) -> dict | None:
-    """The ``late`` section of a graded record: each unit with a due date priced on its trusted
-    points; None when no graded unit has a due date or the time is unknown."""
-    if not result or student.submitted is None:
-        return None
-    units = {name: lateness.assess(course.late, unit["score"], student.submitted,
-                                   cast(datetime.datetime, course.units[name].due)).to_dict()  # (not None: below)
-             for name, unit in result.get("units", {}).items()
-             if name in course.units and course.units[name].due is not None}
-    if not units:
-        return None
-    return {"submitted": student.submitted.isoformat(), "from": student.submitted_from,
-            "policy": course.late.describe(), "units": units}
-
-
-def _late_status(late: dict | None) -> str:
-    """``; attention 1 day late: -2.6 points`` for each late unit, or nothing."""
-    units = (late or {}).get("units", {})
-    return "".join(f"; {name} {lateness.note(u['days_late'], u['penalty'])}" for name, u in units.items() if u["days_late"])
-
-
-def _late_feedback(late: dict | None, result: GradeResult) -> str:
-    if not late:
-        return ""
-    units = late["units"]
-    after = sum(units[u.name]["score"] if u.name in units else u.score for u in result.units.values())
-    submitted = datetime.datetime.fromisoformat(late["submitted"])
-    lines = ["### Late work", "",
-             f"Handed in {lateness.shown(submitted)} (from the upload's {markdown_text(late['from'])}); "
-             f"late work: {late['policy']}. Score after it: {after:g}/{result.max_score:g}.", "",
-             "| unit | due | late | points | penalty | score |", "|---|---|---|---:|---:|---:|"]
-    for name, u in units.items():
-        days = f"{u['days_late']} day{'s' if u['days_late'] != 1 else ''}" if u["days_late"] else "on time"
-        lines.append(f"| {name} | {lateness.shown(datetime.datetime.fromisoformat(u['due']))} | {days} | "
-                     f"{u['points']:g} | -{u['penalty']:g} | {u['score']:g} |")
-    return "\n".join(lines) + "\n"
-
-
-def _shown(record: dict) -> dict:
-    """A record as the gradebook shows it: each late unit's score after its penalty, and the
-    status saying so."""
-    late = record.get("late")
-    if not late or record.get("status") != "graded" or not record.get("result"):
-        return record
-    units = {name: {**unit, "score": late["units"][name]["score"]} if name in late["units"] else unit
-             for name, unit in record["result"]["units"].items()}
-    return {**record, "status": record["status"] + _late_status(late),
-            "result": {**record["result"], "units": units}}
-
-
-def _digest(path: Path) -> str:
-    """A hash of the upload that reads at most :data:`DIGEST_BYTES` (a sparse 20 GiB file costs nothing)."""
-    sha, budget = hashlib.sha256(), DIGEST_BYTES
-    try:
-        files = [(path, path.lstat())] if not path.is_dir() else list(walk(path))
-    except (SubmissionError, OSError) as error:
-        return "unreadable:" + hashlib.sha256(str(error).encode()).hexdigest()  # collect() reports it
-    for file, info in files:
-        sha.update(f"{file.relative_to(path.parent)}\0{info.st_mode}\0{info.st_size}\0".encode())
-        if not stat.S_ISREG(info.st_mode):
-            continue
-        try:
-            with open(file, "rb") as handle:
-                while budget > 0 and (block := handle.read(min(1 << 20, budget))):
-                    sha.update(block)
-                    budget -= len(block)
-        except OSError:
-            sha.update(b"unreadable")
-    return sha.hexdigest()
-
-
-RESERVED_NAMES = frozenset({POINTS_POSSIBLE.casefold()})  # the gradebook's own row labels (compared casefolded)
-
-
-def discover(submissions: Path, mapping: dict[str, str] | None = None) -> tuple[list[Student], list[dict]]:
-    """The students to grade, and the names refused on the way.
-
-    A student's name is the instructor's (``mapping``: upload file name -> student), else the
-    folder's name or the zip's stem, made safe to print. A name is an identity, so nothing is
-    guessed: when two uploads would get one name (``zed/`` and ``zed.zip``), neither is graded
-    under it, both are refused with a status naming the uploads, until the instructor maps
-    them; a name the gradebook uses for its own rows ("Points Possible") or one with nothing
-    printable is refused likewise. Each refusal is ``{"name", "uploads", "reason"}``.
-    """
-    mapping = mapping or {}
-    entries = sorted(p for p in submissions.iterdir() if not p.name.startswith("."))
-    wanted = {p: mapping.get(p.name) or safe_name(p.stem if p.suffix == ".zip" and p.is_file() else p.name)
-              for p in entries}
-    by_name: dict[str, list[Path]] = {}
-    for path in entries:
-        by_name.setdefault(wanted[path], []).append(path)
-    students, refused = [], []
-    for name, paths in sorted(by_name.items()):
-        uploads = [safe_name(p.name) for p in paths]
-        if len(paths) > 1:
-            reason = (f"name clash: uploads {', '.join(uploads)} share the name {name!r}; none is graded "
-                      "until --map says whose each is")
-        elif name.casefold() in RESERVED_NAMES or not name or name.startswith("."):
-            reason = f"the name {name!r} of upload {uploads[0]} cannot name a student; give it one with --map"
-        else:
-            students.append(Student(name, paths[0], _digest(paths[0]), *submission_time(paths[0])))
-            continue
-        refused.append({"name": name, "uploads": uploads, "reason": reason})
-    return students, refused
-
-
-def read_mapping(path: Path) -> dict[str, str]:
-    """The instructor's ``--map`` CSV: columns ``upload`` (a file name in the submissions
-    folder) and ``student`` (the name to grade it under). Raises ValueError when a row is
-    unusable or two uploads are mapped to one student."""
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        rows = list(csv.DictReader(handle))
-    if rows and not {"upload", "student"} <= rows[0].keys():
-        raise ValueError(f"{path}: the map needs 'upload' and 'student' columns (found {', '.join(rows[0])})")
-    mapping: dict[str, str] = {}
-    for row in rows:
-        upload, student = (row.get("upload") or "").strip(), safe_name(row.get("student") or "")
-        if not upload or not student or "/" in student or student.startswith("."):
-            raise ValueError(f"{path}: unusable row {row}")
-        if student in mapping.values():
-            raise ValueError(f"{path}: two uploads are mapped to {student!r}")
-        mapping[upload] = student
-    return mapping
-
-
-def _done(out: Path, student: Student) -> bool:
-    record = out / "students" / f"{student.name}.json"
-    if not record.is_file():
-        return False
-    try:
-        data = json.loads(record.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:  # a torn write from an older run: grade again
-        return False
-    return data.get("digest") == student.digest and data.get("final", data.get("status") == "graded")
-
-
-def _record(out: Path, student: Student, status: str, result: GradeResult | None, *, final: bool = True,
-            late: dict | None = None) -> None:
-    status = safe_text(status)
-    data = {"student": student.name, "digest": student.digest, "status": status, "final": final,
-            "result": result.to_dict() if result else None}
-    if late:
-        data["late"] = late
-    _write(out, data, result)
-
-
-def _write(out: Path, data: dict, result: GradeResult | None) -> None:
-    """A student's record and feedback, each written whole."""
-    name = data["student"]
-    feedback = (to_markdown([result]) + _late_feedback(data.get("late"), result) if result
-                else f"## {markdown_text(name)}\n\nNot graded: {markdown_text(data['status'])}\n")
-    atomic_write(out / "students" / f"{name}.md", feedback)
-    atomic_write(out / "students" / f"{name}.json", json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _reprice(course: Course, out: Path, student: Student, record: dict) -> dict:
-    """``record`` with its ``late`` section as the manifest and the upload's time price it now
-    (rewritten, with the feedback, when that changed: a due date moved, a policy changed, a
-    ``timestamp.txt`` added), so the gradebook and the feedback agree without grading again."""
-    if record.get("status") != "graded" or not record.get("result"):
-        return record
-    late = _late(course, student, record["result"])
-    late = json.loads(json.dumps(late)) if late else None
-    if late == record.get("late"):
-        return record
-    record = {k: v for k, v in record.items() if k != "late"} | ({"late": late} if late else {})
-    _write(out, record, GradeResult.from_dict(record["result"]))
-    return record
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -401,8 +180,12 @@ class _Server:
 class _Runner:
     """Grades chunks, each batch thread with a grader process of its own, and stops them all on request."""
 
-    def __init__(self, course: Course, out: Path, units: list[str] | None, budget: float):
+    def __init__(self, course: Course, out: Path, units: list[str] | None, budget: float,
+                 fingerprint: dict | None = None, given: lateness.Extensions | None = None):
         self.course, self.out, self.units, self.budget = course, out, units, budget
+        # What grades (every record says so), and the course's extensions (both read once per batch).
+        self.fingerprint = grader.fingerprint(course) if fingerprint is None else fingerprint
+        self.extensions = extensions(course) if given is None else given
         self.stopping = threading.Event()
         self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
         self._forked: list[_Server] = []  # grader processes forked for threads that have none yet
@@ -497,7 +280,7 @@ class _Runner:
                 try:
                     ready.append((student, collect(student.source, Path(tmp) / "subs" / f"{i:04d}", self.course)))
                 except SubmissionError as error:
-                    _record(self.out, student, _one_line(str(error)), None)
+                    record(self.out, student, _one_line(str(error)), None, fingerprint=self.fingerprint)
             if ready:
                 self._grade_ready(ready, Path(tmp) / "report.json")
 
@@ -515,12 +298,14 @@ class _Runner:
         if results is not None and len(results) == len(ready):
             for (student, _), result in zip(ready, results):
                 result.submission = student.name  # never the temporary path
-                _record(self.out, student, "graded", result, late=_late(self.course, student, result.to_dict()))
+                record(self.out, student, "graded", result, fingerprint=self.fingerprint,
+                       late=late(self.course, student, result.to_dict(), self.extensions))
         elif len(ready) > 1:
             for one in ready:  # one student's upload broke the chunk: find whose
                 self._grade_ready([one], report)
         else:
-            _record(self.out, ready[0][0], why or "grader failure: a result is missing", None, final=False)
+            record(self.out, ready[0][0], why or "grader failure: a result is missing", None, final=False,
+                   fingerprint=self.fingerprint)
 
 
 def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
@@ -549,8 +334,14 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     for entry in refused:
         print(f"{course.brand.command}: {entry['reason']}", file=sys.stderr)
     course.select(units)  # an unknown unit: the caller's error, before anything is graded
-    todo = [s for s in students if not _done(out, s)]
-    runner = _Runner(course, out, units, student_budget)
+    now, given = grader.fingerprint(course), extensions(course)  # (a bad extensions file: before grading)
+    why = {s.name: stale(out, s, now) for s in students}
+    todo = [s for s in students if why[s.name]]
+    regraded: dict[str, int] = {}  # why students recorded before are graded again -> how many
+    for s in todo:
+        if why[s.name] != "new":
+            regraded[str(why[s.name])] = regraded.get(str(why[s.name]), 0) + 1
+    runner = _Runner(course, out, units, student_budget, now, given)
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -593,74 +384,11 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     if runner.stopping.is_set():
-        left = sum(not _done(out, s) for s in students)
+        left = sum(stale(out, s, now) is not None for s in students)
         raise BatchInterrupted(f"stopped: {len(students) - left} of {len(students)} students are recorded; "
                                f"run the same command again to grade the {left} left")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
                            layout=gradebook, roster=roster, refused=refused,
-                           isolation=isolation_notice())
+                           isolation=isolation_notice(), regraded=regraded)
 
-
-def write_gradebook(course: Course, out: Path, students: list[Student], units: list[str] | None,
-                    *, graded_now: int, peak_mib: float, layout: str = "default",
-                    roster: LmsRoster | None = None, refused: list[dict] | None = None,
-                    isolation: str | None = None) -> dict:
-    """gradebook.csv and the class summary (summary.json, summary.md) from the students' records;
-    a refused name is a row of its own, scored 0, with the reason as its status. ``isolation``:
-    the sandbox mode's notice (None in full mode), recorded in the summary. The class report
-    (:mod:`.class_report`) is written beside them."""
-    names = [u.name for u in course.select(units)]
-    refused = refused or []
-    records = [_reprice(course, out, s, json.loads((out / "students" / f"{s.name}.json").read_text(encoding="utf-8")))
-               for s in students]
-    records += [{"student": r["name"], "status": r["reason"], "result": None} for r in refused]
-    graded = [r["status"] == "graded" for r in records]
-    late = sum(bool(_late_status(r.get("late"))) for r in records)
-    records = [_shown(r) for r in records]  # the scores after any late penalty, from here on
-    # What the suites declare (the rubric the grader's own collection records), so it holds even
-    # when nobody was gradable.
-    possible = {n: sum(r.points for r in rubric(course, n)) for n in names}
-    book = None
-    if layout in LMS_LAYOUTS:  # the LMS's own export, filled in; the uploads it has no row for, apart
-        assert roster is not None  # an LMS layout comes with its roster (the command line requires --roster)
-        book = lms_gradebook(layout, names, possible, records, roster, lms_settings(course))
-        atomic_write(out / "gradebook.csv", book.text)
-        atomic_write(out / "unmatched.csv", unmatched_csv(names, book.unmatched))
-    else:
-        atomic_write(out / "gradebook.csv", gradebook_csv(names, possible, records))
-    graded_records = [class_report.from_result(r["result"]) for r in records if r["result"] is not None]
-    stats = class_report.write(out, graded_records, not_graded=len(records) - len(graded_records),
-                               title=f"Class report ({', '.join(names)})", isolation=isolation)
-    summary = {
-        "students": len(records),
-        "graded_now": graded_now,
-        "not_graded": graded.count(False),
-        "late": late,
-        "peak_worker_mib": round(peak_mib, 1),
-        "isolation_warning": isolation,
-        "distribution": stats["distribution"],
-        "failure_rates": stats["failure_rates"],
-    }
-    if refused:
-        summary["names_refused"] = refused
-    if book is not None:
-        summary["not_on_roster"] = sorted(u["student"] for u in book.unmatched)
-        summary["lms_columns"] = book.columns
-        if book.warnings:
-            summary["lms_warnings"] = book.warnings
-    late_line = f", {late} handed in late" if late else ""
-    lines = [f"# Class summary: {summary['students']} students, {summary['not_graded']} not graded{late_line}", "",
-             *([markdown_text(isolation), ""] if isolation else []),
-             "The score distribution, each property's failure rate and the hints that fired most: "
-             "[class_report.md](class_report.md)."]
-    if refused:
-        lines += ["", "## Names refused", "", *(f"- {markdown_text(r['reason'])}" for r in refused)]
-    if book is not None and book.unmatched:
-        lines += ["", "## Not on the roster (no row in the LMS gradebook; see unmatched.csv)", "",
-                  *(f"- {markdown_text(u['student'])}: {markdown_text(u['reason'])}" for u in book.unmatched)]
-    if summary.get("lms_warnings"):
-        lines += ["", "## Check before importing", "", *(f"- {markdown_text(w)}" for w in summary["lms_warnings"])]
-    atomic_write(out / "summary.md", "\n".join(lines) + "\n")
-    atomic_write(out / "summary.json", json.dumps(summary, indent=2))
-    return summary

@@ -4,8 +4,11 @@ From the results of a class (the grade's own results, as ``grade --format json``
 per-student files and nbgrader's re-scoring write them; or the results.json files Gradescope
 and PrairieLearn keep), it writes
 
-- ``class_report.md``: the score distribution (tenths of the maximum), each property's failure
-  rate over the students it ran for (worst first), and the hints that fired most;
+- ``class_report.md``: the score distribution (tenths of the maximum) and the median (the true
+  one: the mean of the two middle scores of an even count), both after the late penalty where
+  one was taken (the report says so, with the median before it), each property's failure rate
+  over the students it ran for (worst first; the informational checks worth 0 points, which
+  fail with their unit whenever a file is missing, are left out), and the hints that fired most;
 - ``class_report.png``: the same distribution and the worst properties, drawn with matplotlib;
 - ``class_report.json``: the numbers both are drawn from.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import statistics as stats_of
 from collections import Counter
 from pathlib import Path
 
@@ -45,27 +49,50 @@ def hint_pattern() -> re.Pattern[str]:
     return re.compile(f"(?:{escaped[0]})(.+?)(?={escaped[1]}|\\Z)", re.S)
 
 
-def from_result(result: dict) -> dict:
-    """A student's record from a grade result (``GradeResult.to_dict()``)."""
+def from_result(result: dict, late: dict | None = None) -> dict:
+    """A student's record from a grade result (``GradeResult.to_dict()``): its score after the late
+    penalty of ``late`` (a batch record's ``late`` section: unit -> its ``score`` after the penalty)
+    where one was taken, the score before it as ``raw_score``. A property worth 0 points is left
+    out: it is informational, and it fails with its unit (a missing file, a syntax error)."""
     tests = [{"property": f"{name}: {t['name']}", "failed": t["status"] == "failed", "output": t.get("output") or ""}
-             for name, unit in result.get("units", {}).items() for t in unit["tests"] if t["status"] != "skipped"]
-    return {"score": result.get("score", 0.0), "max_score": result.get("max_score", 0.0), "tests": tests}
+             for name, unit in result.get("units", {}).items() for t in unit["tests"]
+             if t["status"] != "skipped" and t.get("max_score", 1) > 0]
+    raw = result.get("score", 0.0)
+    priced = (late or {}).get("units", {})
+    score = raw
+    if priced:
+        score = round(sum(priced[name]["score"] if name in priced else unit.get("score", 0.0)
+                          for name, unit in result.get("units", {}).items()), 4)
+    return {"score": score, "raw_score": raw, "max_score": result.get("max_score", 0.0), "tests": tests}
 
 
 def from_platform(data: dict) -> dict | None:
-    """A student's record from a Gradescope or PrairieLearn results.json (None: not graded)."""
+    """A student's record from a Gradescope or PrairieLearn results.json (None: not graded). Its
+    score is the platform's, after any late penalty (Gradescope's results keep the one before it
+    in ``extra_data``); a test worth 0 points is left out."""
     if "gradable" in data:  # PrairieLearn: points per test, the score a fraction
         if not data["gradable"]:
             return None
         tests = [{"property": t["name"], "failed": t["points"] < t["max_points"], "output": t.get("message") or ""}
-                 for t in data.get("tests", [])]
+                 for t in data.get("tests", []) if t["max_points"] > 0]
         maximum = sum(t["max_points"] for t in data.get("tests", []))
         return {"score": data.get("score", 0.0) * maximum, "max_score": maximum, "tests": tests}
     if not data.get("tests"):  # Gradescope's answer to an upload with nothing gradable
         return None
     tests = [{"property": t["name"], "failed": t.get("status") == "failed" or t["score"] < t["max_score"],
-              "output": t.get("output") or ""} for t in data["tests"]]
-    return {"score": data.get("score", 0.0), "max_score": sum(t["max_score"] for t in data["tests"]), "tests": tests}
+              "output": t.get("output") or ""} for t in data["tests"] if t["max_score"] > 0]
+    score = data.get("score", 0.0)
+    raw = ((data.get("extra_data") or {}).get("late") or {}).get("raw_score", score)
+    return {"score": score, "raw_score": raw, "max_score": sum(t["max_score"] for t in data["tests"]),
+            "tests": tests}
+
+
+def title(base: str, units: list[str], every: list[str]) -> str:
+    """``base (units)``, saying ``partial regrade`` when ``units`` are not all of ``every``: a
+    report of some units only replaces the class's whole one."""
+    if units and sorted(units) != sorted(every):
+        return f"{base} (partial regrade: {', '.join(units)} only, not {len(every)} units)"
+    return f"{base} ({', '.join(units)})" if units else base
 
 
 def read(paths: list[Path]) -> tuple[list[dict], int]:
@@ -84,7 +111,7 @@ def read(paths: list[Path]) -> tuple[list[dict], int]:
             if not isinstance(item, dict):
                 continue
             if "units" in item or isinstance(item.get("result"), dict):  # a grade's result, or a batch record
-                record = from_result(item.get("result", item))
+                record = from_result(item.get("result", item), item.get("late"))  # (a batch record's penalty)
             elif "tests" in item or "gradable" in item:
                 record = from_platform(item)
             else:
@@ -112,14 +139,23 @@ def statistics(records: list[dict], *, not_graded: int = 0, isolation: str | Non
                 given |= {text.strip() for text in hint_pattern().findall(test["output"])}
         hints.update(given)
     bins = Counter(min(int(10 * r["score"] / r["max_score"]), 9) if r["max_score"] else 0 for r in records)
-    scores = sorted(100 * r["score"] / r["max_score"] if r["max_score"] else 0.0 for r in records)
+
+    def percent(record: dict, key: str) -> float:
+        return 100 * record.get(key, record["score"]) / record["max_score"] if record["max_score"] else 0.0
+
+    scores = [percent(r, "score") for r in records]
+    before = [percent(r, "raw_score") for r in records]
+    late = sum(r.get("raw_score", r["score"]) > r["score"] for r in records)
     rates = sorted(((failed[p] / ran[p], p) for p in ran if failed[p]), key=lambda rp: (-rp[0], rp[1]))
     return {
         "students": len(records) + not_graded,
         "graded": len(records),
         "not_graded": not_graded,
         "isolation_warning": isolation,
-        "median_percent": round(scores[len(scores) // 2], 1) if scores else None,
+        "median_percent": round(stats_of.median(scores), 1) if scores else None,
+        # The scores drawn are after the late penalty; the students it cost, and the median before it.
+        "late_penalised": late,
+        "median_percent_before_late_penalty": round(stats_of.median(before), 1) if before else None,
         "distribution": {f"{10 * b}-{10 * b + 10}%": bins.get(b, 0) for b in range(10)},
         "failure_rates": [{"property": p, "failed": failed[p], "ran": ran[p], "rate": round(r, 3)}
                           for r, p in rates[:WORST]],
@@ -131,6 +167,7 @@ def markdown(stats: dict, title: str = "Class report") -> str:
     lines = [f"# {markdown_text(title)}: {stats['students']} students, {stats['not_graded']} not graded"
              + (f", median {stats['median_percent']:g}%" if stats["median_percent"] is not None else ""), "",
              *([markdown_text(stats["isolation_warning"]), ""] if stats.get("isolation_warning") else []),
+             _late_line(stats), "",
              "![the distribution and the worst properties](class_report.png)", "",
              "| score | students |", "|---|---:|", *(f"| {k} | {v} |" for k, v in stats["distribution"].items()),
              "", "## Properties most failed", "", "| property | failed | of | rate |", "|---|---:|---:|---:|",
@@ -139,6 +176,13 @@ def markdown(stats: dict, title: str = "Class report") -> str:
              "", "## Hints that fired most", "", "| hint | students |", "|---|---:|",
              *(f"| {markdown_text(h['hint'])} | {h['students']} |" for h in stats["hints"])]
     return "\n".join(lines) + "\n"
+
+
+def _late_line(stats: dict) -> str:
+    if stats.get("late_penalised"):
+        return (f"Scores are after the late penalty: it cost {stats['late_penalised']} students points (the median "
+                f"before it: {stats['median_percent_before_late_penalty']:g}%).")
+    return "Scores are after any late penalty (none was taken)."
 
 
 def plot(stats: dict, path: Path) -> None:
@@ -151,7 +195,7 @@ def plot(stats: dict, path: Path) -> None:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), width_ratios=[1, 1.6])
     left.bar(list(stats["distribution"]), list(stats["distribution"].values()), color="#4c72b0")
-    left.set(title="Scores", xlabel="share of the maximum", ylabel="students")
+    left.set(title="Scores (after the late penalty)", xlabel="share of the maximum", ylabel="students")
     left.yaxis.set_major_locator(MaxNLocator(integer=True))
     left.tick_params(axis="x", labelrotation=45)
     worst = stats["failure_rates"][:10][::-1]

@@ -104,9 +104,16 @@ def _one_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text)
 
 
+def graded(record: dict | None) -> bool:
+    """Whether ``record`` holds graded work (a result): only graded work gets a number in a
+    gradebook; a refused or ungraded upload's cells are left blank, never 0."""
+    return bool((record or {}).get("result"))
+
+
 def gradebook_csv(names: list[str], possible: dict[str, float], records: list[dict]) -> str:
     """The class gradebook, one line per cell: one row per student record (``student``,
-    ``status``, ``result``) and a "Points Possible" row. (An LMS's own layout: :func:`lms_gradebook`.)"""
+    ``status``, ``result``) and a "Points Possible" row. A record with no result (refused, not
+    graded) has blank scores and its reason as its status. (An LMS's own layout: :func:`lms_gradebook`.)"""
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     points = [f"{possible.get(n, 0):g}" for n in names]
@@ -115,14 +122,13 @@ def gradebook_csv(names: list[str], possible: dict[str, float], records: list[di
         cell = csv_cell(text)
         return "'" + cell if cell.casefold() == POINTS_POSSIBLE.casefold() else cell
 
-    def scores(record: dict | None) -> list[float]:
-        units_done = ((record or {}).get("result") or {}).get("units", {})
-        return [units_done.get(n, {}).get("score", 0) for n in names]
-
     writer.writerow(["student", "status", *names, "total"])
     writer.writerow([POINTS_POSSIBLE, "", *points, f"{sum(possible.get(n, 0) for n in names):g}"])
     for record in records:
-        got = scores(record)
+        if not graded(record):
+            writer.writerow([name(record["student"]), csv_cell(record["status"]), *([""] * len(names)), ""])
+            continue
+        got = [_score(record, n) for n in names]
         writer.writerow([name(record["student"]), csv_cell(record["status"]), *(f"{s:g}" for s in got),
                          f"{sum(got):g}"])
     return table.getvalue()
@@ -401,9 +407,20 @@ def _score(record: dict | None, unit: str) -> float:
     return ((record or {}).get("result") or {}).get("units", {}).get(unit, {}).get("score", 0)
 
 
+def _cell(record: dict | None, unit: str) -> str:
+    """A unit's grade cell: the score of graded work (a unit it holds no score for: blank, as nbgrader's
+    export of a notebook not submitted), blank for anything else."""
+    if not graded(record):
+        return ""
+    score = ((record or {}).get("result") or {}).get("units", {}).get(unit, {}).get("score")
+    return "" if score is None else _num(score)
+
+
 def _feedback(record: dict | None, unit: str, possible: dict[str, float]) -> str:
     if record is None:
         return "no upload matched this student"
+    if not graded(record) or not _cell(record, unit):
+        return f"not graded: {record.get('status') or 'no result'}"
     parts = [f"{_num(_score(record, unit))}/{_num(possible.get(unit, 0))}"]
     status = record.get("status") or ""
     if status and status != "graded":
@@ -416,7 +433,7 @@ def _feedback(record: dict | None, unit: str, possible: dict[str, float]) -> str
 
 def _unmatched(record: dict, reason: str, names: list[str]) -> dict:
     return {"student": record["student"], "reason": reason, "status": record.get("status") or "",
-            "scores": {unit: _score(record, unit) for unit in names}}
+            "scores": {unit: _score(record, unit) for unit in names if _cell(record, unit)}}
 
 
 def _match(roster: LmsRoster, records: list[dict], keys: tuple[str, ...], required: tuple[str, ...],
@@ -477,6 +494,7 @@ class LmsGradebook:
     columns: dict[str, str]
     unmatched: list[dict]
     warnings: list[str]
+    no_upload: list[str] = field(default_factory=list)  # the roster's students no upload matched
 
 
 def lms_gradebook(layout: str, names: list[str], possible: dict[str, float], records: list[dict],
@@ -489,9 +507,10 @@ def lms_gradebook(layout: str, names: list[str], possible: dict[str, float], rec
     only one whose assignment id is configured, as ``<title> (<id>)``. The rows are the roster's
     students, in its order, with every cell but the units' as exported; a student matches the record
     whose name is the row's ``folder``, else its ID, SIS User ID or SIS Login ID (Canvas) or its
-    Email address, ID number or Username (Moodle), exactly. A student no upload matches keeps the
-    grade (and feedback) the LMS holds, and scores 0 where it holds none; a Canvas ``EX`` (excused)
-    or ``N/A`` (not assigned) cell is kept. Canvas's "Points Possible" row carries each unit's
+    Email address, ID number or Username (Moodle), exactly. Only graded work gets a number: a student
+    no upload matches, or whose upload was refused or not graded, keeps the grade (and feedback) the
+    LMS holds and is left blank where it holds none (never a 0 the import would take for a grade); a
+    Canvas ``EX`` (excused) or ``N/A`` (not assigned) cell is kept. Canvas's "Points Possible" row carries each unit's
     points. Moodle's feedback column (``[lms] moodle_feedback``) holds the score and the status. A
     record no row takes is in ``unmatched``, never in the gradebook. Text cells pass
     :func:`csv_cell`; a number (or Moodle's ``-``) is written as it is."""
@@ -530,31 +549,40 @@ def lms_gradebook(layout: str, names: list[str], possible: dict[str, float], rec
     elif any(possible.get(unit, 0) > MOODLE_MAX for unit in names):
         warnings.append(f"Moodle imports no grade over {MOODLE_MAX} unless the site allows unlimited grades "
                         "(unlimitedgrades, gradepointmax)")
+    no_upload = []
     for r, row in enumerate(roster.students):
         if r in left_out:
             continue
         record, out = matched.get(r), copied(row)
+        if record is None:
+            no_upload.append(_one_line(" ".join(c for c in row[:2] if c.strip()).strip()) or f"roster row {r + 1}")
         for unit, col in plan.grade.items():
-            held = out[col].strip()
-            if (record is None and held not in ("", "-")) or (layout == "canvas" and held.upper() in CANVAS_KEPT):
-                continue  # what the LMS holds for a student no upload matched, or the instructor's EX / N/A
-            out[col] = _num(_score(record, unit))
+            held, cell = out[col].strip(), _cell(record, unit)
+            if layout == "canvas" and held.upper() in CANVAS_KEPT:
+                continue  # the instructor's EX / N/A
+            if cell or not held:
+                out[col] = cell
+            elif held != "-":
+                continue  # a grade the LMS holds where nothing was graded stays, with its feedback
             if unit in plan.feedback:
                 out[plan.feedback[unit]] = csv_cell(_feedback(record, unit, possible))
         writer.writerow(out)
-    return LmsGradebook(table.getvalue(), {u: plan.header[c] for u, c in plan.grade.items()}, unmatched, warnings)
+    return LmsGradebook(table.getvalue(), {u: plan.header[c] for u, c in plan.grade.items()}, unmatched, warnings,
+                        no_upload)
 
 
 def unmatched_csv(names: list[str], unmatched: list[dict]) -> str:
     """The uploads an LMS gradebook holds no row for: student (the upload's name), why, its status,
-    one column per unit and the total; every text cell through :func:`csv_cell`."""
+    one column per unit and the total (blank where nothing was graded); every text cell through
+    :func:`csv_cell`."""
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
     writer.writerow(["student", "reason", "status", *names, "total"])
     for entry in unmatched:
-        scores = [entry["scores"].get(unit, 0) for unit in names]
+        scores = [entry["scores"].get(unit) for unit in names]
+        given = [s for s in scores if s is not None]
         writer.writerow([csv_cell(entry["student"]), csv_cell(entry["reason"]), csv_cell(entry["status"]),
-                         *(_num(s) for s in scores), _num(sum(scores))])
+                         *("" if s is None else _num(s) for s in scores), _num(sum(given)) if given else ""])
     return table.getvalue()
 
 
@@ -562,7 +590,8 @@ def records_from_nbgrader_csv(path: Path) -> tuple[list[str], dict[str, float], 
     """(units, points possible, records) from the CSV of ``nbgrader export`` (one row per assignment
     and student: ``assignment``, ``student_id``, ``score``, ``max_score``, and the pipeline's
     ``status``), in the shape :func:`lms_gradebook` takes. A student's status is ``graded``, else each
-    unit's status that is not."""
+    unit's status that is not. A blank score (a notebook not submitted, a student not collected) is
+    no score: blank in the LMS's gradebook; a student with no score at all has no result."""
     with path.open(newline="", encoding="utf-8-sig") as handle:
         rows = list(csv.DictReader(handle))
     missing = {"assignment", "student_id", "score"} - set(rows[0] if rows else ())
@@ -580,10 +609,13 @@ def records_from_nbgrader_csv(path: Path) -> tuple[list[str], dict[str, float], 
             possible[unit] = max(possible.get(unit, 0), most)
         status = " ".join((row.get("status") or "graded").split()) or "graded"
         units = students.setdefault(student, {})
-        units[unit] = {"score": _float(row.get("score") or "") or 0.0, "status": status,
-                       "message": "" if status == "graded" else status}
+        score = _float(row.get("score") or "")
+        units[unit] = {"status": status, "message": "" if status.startswith("graded") else status,
+                       **({"score": score} if score is not None else {})}
     records = []
     for student, units in students.items():
         bad = [f"{unit}: {u['status']}" for unit, u in units.items() if u["status"] != "graded"]
-        records.append({"student": student, "status": "; ".join(bad) or "graded", "result": {"units": units}})
+        scored = {unit: u for unit, u in units.items() if "score" in u}
+        records.append({"student": student, "status": "; ".join(bad) or "graded",
+                        "result": {"units": units} if scored else None})
     return names, {n: possible.get(n, 0) for n in names}, records

@@ -9,6 +9,13 @@ keeps what ``run_autograder`` prints as ``results/stdout``, for instructors:
 the grader prints its log there, each line cut to ``LOG_LINE`` characters
 (:mod:`autograder.delivery.platform`, which also holds what PrairieLearn shares with it).
 
+Late work: Gradescope writes ``/autograder/submission_metadata.json`` beside the submission; its
+``created_at`` (ISO 8601 with an offset, e.g. ``2018-07-01T14:22:32.365935-07:00``) is the
+submission time, priced by course.toml's ``[late]`` policy against each unit's ``due`` (and the
+student's extension, found by the ``users``' email, id or name) exactly as ``grade-batch`` prices
+it (:mod:`autograder.core.lateness`): the results' ``score`` is after the penalty, the tests keep
+the trusted points, and ``extra_data.late`` holds the score before it and each unit's penalty.
+
 Environment variables, all optional, for running it elsewhere (the tests do):
 ``AUTOGRADER_GRADESCOPE_ROOT`` replaces ``/autograder`` in both scripts, and
 ``AUTOGRADER_PYTHON`` replaces ``$ROOT/venv/bin/python`` in ``run_autograder``;
@@ -17,9 +24,12 @@ then forgeable).
 """
 from __future__ import annotations
 
+import datetime
+import json
 import zipfile
 from pathlib import Path
 
+from autograder.core import lateness
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
@@ -30,6 +40,7 @@ EXPLANATION = (
     "when scores are published, so passing every visible test does not mean full marks."
 )
 
+METADATA = "submission_metadata.json"  # Gradescope's record of the submission, in its root
 UV = "uv==0.13.9"  # installs the pinned standalone CPython, whatever python3 the base image has
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -63,12 +74,68 @@ cd "$ROOT/source" || exit 1
 """ + start_grader("$ROOT/venv/bin/python", "autograder.delivery.gradescope", MALLOC_MMAP_THRESHOLD_="1048576")
 
 
+def submission_metadata(root: Path) -> tuple[datetime.datetime | None, list[str]]:
+    """When the submission was handed in (``created_at``; None: no metadata, or no time in it),
+    and its students' names as an extensions file may give them (each user's email, id, sid, name)."""
+    try:
+        data = json.loads((root / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, []
+    if not isinstance(data, dict):
+        return None, []
+    created = data.get("created_at")
+    when = lateness.parse_timestamp(created) if isinstance(created, str) else None
+    users = [u for u in data.get("users") or [] if isinstance(u, dict)]
+    ids = [str(u[k]).strip() for u in users for k in ("email", "sid", "id", "name") if u.get(k) not in (None, "")]
+    return when, ids
+
+
+def priced(result: GradeResult, course: Course, submitted: datetime.datetime | None, students: list[str]) -> dict | None:
+    """The late section of a graded submission (as grade-batch's records keep it: ``units`` -> the
+    penalty and score after it; ``raw_score``, ``score``), or None when nothing has a due date or
+    the time is unknown."""
+    if submitted is None:
+        return None
+    problem = ""
+    try:
+        given = lateness.Extensions.load(course.root, course.late)
+    except ValueError as error:  # priced as the manifest says, and the output says why
+        given, problem = lateness.Extensions(), f" (no extension applied: {error})"
+    units = {}
+    for name, unit in result.units.items():
+        due = course.units[name].due if name in course.units else None
+        if due is not None:
+            units[name] = lateness.assess(course.late, unit.score, submitted, given.due(name, due, *students)).to_dict()
+    if not units:
+        return None
+    after = round(sum(units[n]["score"] if n in units else u.score for n, u in result.units.items()), 4)
+    return {"submitted": submitted.isoformat(), "from": f"{METADATA} created_at",
+            "policy": course.late.describe() + problem, "raw_score": result.score, "score": after, "units": units}
+
+
+def late_note(late: dict) -> str:
+    """What the output says of late work: when, the policy, each late unit, the score after it."""
+    units = [f"{name} due {lateness.shown(datetime.datetime.fromisoformat(u['due']))}, "
+             + lateness.note(u["days_late"], u["penalty"]) for name, u in late["units"].items() if u["days_late"]]
+    when = lateness.shown(datetime.datetime.fromisoformat(late["submitted"]))
+    if not units:
+        return f"Handed in {when}: on time."
+    return (f"Handed in {when}; late work: {late['policy']}. {'; '.join(units)}. "
+            f"Score after it: {late['score']:g} (before it: {late['raw_score']:g}).")
+
+
 class Gradescope(HostedPlatform):
     """Gradescope: the autograder zip, and its results.json."""
 
     name = "gradescope"
     root_variable, default_root = "AUTOGRADER_GRADESCOPE_ROOT", "/autograder"
     upload, source = "submission", "source"
+    submitted: tuple[datetime.datetime | None, list[str]] = (None, [])  # (run: the submission's metadata)
+
+    def run(self, root: Path, course: Course, *, sandbox: bool = True) -> dict:
+        """Grade the submission, priced by its ``submission_metadata.json`` (when there is one)."""
+        self.submitted = submission_metadata(root)
+        return super().run(root, course, sandbox=sandbox)
 
     def export(self, course: Course, out: Path) -> Path:
         """Write the autograder zip ``out``: the two scripts and the grader's files."""
@@ -80,7 +147,10 @@ class Gradescope(HostedPlatform):
                 info = zipfile.ZipInfo(script)
                 info.external_attr = 0o755 << 16
                 zf.writestr(info, text)
-            for rel, path in grader_files(course).items():
+            files = grader_files(course)
+            if course.late.extensions and (course.root / course.late.extensions).is_file():  # (export again after editing it)
+                files.setdefault(Path(course.late.extensions), course.root / course.late.extensions)
+            for rel, path in files.items():
                 zf.write(path, rel.as_posix())
         return out
 
@@ -118,11 +188,17 @@ class Gradescope(HostedPlatform):
         }
 
     def results_file(self, graded: GradeResult | str, notice: str | None, course: Course, seconds: float) -> dict:
+        data: dict  # Gradescope's results.json
         if isinstance(graded, str):  # nothing was graded, so there is no public test to speak of
             data = {"score": 0.0, "execution_time": round(seconds), "output": graded,
                     "output_format": "text", "stdout_visibility": "hidden", "tests": []}
         else:
             data = self.results(graded, course, seconds=seconds)
+            late = priced(graded, course, *self.submitted)
+            if late:  # the tests keep the trusted points; the score is after the penalty
+                data["score"] = late["score"]
+                data["extra_data"] = {"late": late}
+                data["output"] += "\n" + late_note(late)
         if notice:  # the instructor sees what the isolation mode hid less (the output is theirs and the student's)
             data["output"] = f"{notice}\n{data['output']}"
         return data

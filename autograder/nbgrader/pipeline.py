@@ -30,15 +30,10 @@ feedback, this autograde executes no notebook (``--Execute.enabled=False``):
 nbgrader still sanitizes, restores the locked cells and records the submission
 and its time, and the whole step costs about what ``grade`` does.
 
-Late work. Each unit's due date comes from the manifest (``due``, written into
-nbgrader's gradebook at ``generate`` and ``autograde``), each submission's time
-from the ``timestamp.txt`` that ``collect`` writes. nbgrader's own late penalty
-(AssignLatePenalties) is off in this autograde: it runs before the re-scoring, so
-it would price nbgrader's full marks. The pipeline prices the re-scored points
-instead, by the manifest's ``[late]`` policy (:mod:`autograder.core.lateness`),
-into each notebook's ``late_submission_penalty``: nbgrader's feedback shows it,
-its export subtracts it (``raw_score``, ``late_submission_penalty``, ``score``),
-and the ``status`` column says how many days late.
+Late work (:mod:`autograder.nbgrader.late`): nbgrader's own late penalty is off in this
+autograde (it would price nbgrader's full marks); the pipeline prices the re-scored points by the
+manifest's ``[late]`` policy, extensions included, into each notebook's
+``late_submission_penalty``, which nbgrader's feedback shows and its export subtracts.
 A plain ``nbgrader autograde`` still executes every notebook, in the sandboxed
 kernel of :mod:`autograder.nbgrader.kernel_manager` (set in the course's
 ``nbgrader_config.py``), and there the kernel's verdict is nbgrader's.
@@ -60,8 +55,6 @@ crash, never free points) and a deleted one is added back.
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime
 import json
 import os
 import re
@@ -79,15 +72,16 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder.authoring import notebook
 from autograder.nbgrader import extract, rescore
+from autograder.nbgrader.export import NOT_COLLECTED, REPORT, _db_url, add_status
+from autograder.nbgrader.late import _timestamp, after_penalty, write_due_dates, write_penalties
 from autograder.core import lateness
 from autograder.core.manifest import Course, load_course
-from autograder.core.safe_text import csv_cell, safe_name
-from autograder.core.uploads import SubmissionError, intake, read_regular
+from autograder.core.safe_text import safe_name
+from autograder.core.uploads import SubmissionError, intake
 from autograder.delivery import class_report
 from autograder.grading.session import isolation_notice
 
 CONFIG = "nbgrader_config.py"
-REPORT = "class_report"  # the class report's folder, in the course folder
 
 
 class PipelineError(Exception):
@@ -210,24 +204,6 @@ def step_generate(course: Course, course_dir: Path, units: list[str]) -> None:
     print(f"released {', '.join(units)} in {course_dir / 'release'}")
 
 
-def _db_url(course_dir: Path) -> str:
-    return "sqlite:///" + str(course_dir / "gradebook.db")
-
-
-def write_due_dates(db_url: str, course: Course, units: list[str]) -> None:
-    """Each unit's due date from the manifest into nbgrader's gradebook (none where the unit has
-    none): the manifest is the one source, so a date set by hand in nbgrader is replaced. nbgrader
-    reckons a submission's lateness from it (with any extension given in formgrader)."""
-    with Gradebook(db_url) as gb:
-        for unit in units:
-            try:
-                assignment = gb.find_assignment(unit)
-            except MissingEntry:
-                continue  # not generated yet
-            assignment.duedate = lateness.utc_naive(course.units[unit].due)
-        gb.db.commit()
-
-
 def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path) -> tuple[list[str], dict[str, str]]:
     """INBOX/<student>/**/<unit>.ipynb -> submitted/<student>/<unit>/<unit>.ipynb; returns the
     "student/unit" collected and {student: status} of the students collected from not at all.
@@ -258,20 +234,12 @@ def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path
                 shutil.copyfile(taken_to / name, target)
                 (target.parent / lateness.TIMESTAMP).write_text(_timestamp(origin or target), encoding="utf-8")
                 found.append(f"{student}/{wanted[name]}")
+    # The refused of this collect, for the export (the file is rewritten each collect: a student
+    # collected now is no longer refused).
+    (course_dir / NOT_COLLECTED).write_text(json.dumps(refused, indent=2, ensure_ascii=False), encoding="utf-8")
     print(f"collected {len(found)} notebooks from {inbox}"
           + (f"; {len(refused)} students not collected (above)" if refused else ""))
     return found, refused
-
-
-def _timestamp(notebook: Path) -> str:
-    """When it was handed in, for nbgrader's late penalties: a ``timestamp.txt`` beside the
-    notebook in the inbox (nbgrader's exchange writes one; read as the intake reads, never
-    through a link, at most 64 bytes), else the notebook's modification time."""
-    given = read_regular(notebook.parent / lateness.TIMESTAMP, 64)
-    if given is not None:
-        return given.decode("utf-8", "replace").strip()
-    when = datetime.datetime.fromtimestamp(notebook.lstat().st_mtime, datetime.timezone.utc)
-    return when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
 def extract_files(course: Course, course_dir: Path, units: list[str]) -> tuple[dict[str, dict], dict[str, dict[str, str]]]:
@@ -363,34 +331,6 @@ def write_points(db_url: str, points: dict[tuple, tuple[float, float]], saved: d
     return totals
 
 
-def write_penalties(db_url: str, course: Course, pairs: list[tuple[str, str]]) -> dict[tuple, tuple[int, float]]:
-    """The late penalty of each (student, unit) notebook, from the trusted points: written after
-    :func:`write_points`, as the notebook's ``late_submission_penalty`` (which nbgrader's feedback
-    and export subtract); returns {(student, unit): (started days late, penalty)} of the late ones.
-
-    nbgrader's own AssignLatePenalties is off in the pipeline's autograde: it would have priced the
-    full marks nbgrader gives unexecuted test cells (10% of 62 instead of 10% of the trusted 26).
-    The points are the notebook's score once re-scored: the trusted test cells' points, and any
-    written answer already scored in formgrader (run autograde again after grading those, to have
-    the penalty cover them). The lateness is nbgrader's (``timestamp.txt`` against the due date
-    plus any extension); the price is the manifest's ``[late]`` policy."""
-    late = {}
-    with Gradebook(db_url) as gb:
-        for student, unit in pairs:
-            try:
-                submission = gb.find_submission(unit, student)
-                submitted = gb.find_submission_notebook(unit, unit, student)
-            except MissingEntry:
-                continue  # nbgrader never recorded it (write_points said so)
-            seconds = submission.total_seconds_late
-            penalty = course.late.penalty(submitted.score, seconds)
-            submitted.late_submission_penalty = penalty or None  # as nbgrader leaves a notebook on time
-            if seconds > 0:
-                late[(student, unit)] = (lateness.days_late(seconds), penalty)
-        gb.db.commit()
-    return late
-
-
 def _stream(text: str):
     return nbformat.v4.new_output("stream", name="stdout", text=text.rstrip("\n") + "\n")
 
@@ -462,8 +402,10 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     notice = isolation_notice()
     if notice:
         print(f"{course.brand.command}: {notice}", file=sys.stderr)
-    class_report.write(course_dir / REPORT, [class_report.from_result(r) for r in graded.values()],
-                       title="Class report (nbgrader)", isolation=notice)
+    every, priced = sorted(p.name for p in (course_dir / "source").iterdir() if p.is_dir()), after_penalty(graded, late)
+    title = "Class report (nbgrader)" if sorted(units) == every else class_report.title("Class report (nbgrader)", units, every)
+    class_report.write(course_dir / REPORT, [class_report.from_result(r, priced.get(s)) for s, r in graded.items()],
+                       title=title, isolation=notice)
     n_notebooks = sum(len(us) for us in files.values())
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"autograded {n_notebooks} notebooks of {len(files)} students in {time.perf_counter() - started:.1f} s "
@@ -486,68 +428,6 @@ def step_export(course_dir: Path, output: Path) -> Path:
     add_status(course_dir, output)
     print(f"wrote {output}")
     return output
-
-
-def _status(course_dir: Path, student: str, unit: str) -> str:
-    path = course_dir / "submitted" / student / unit / f"{unit}.ipynb"
-    if not path.is_file():
-        return "not submitted"
-    try:
-        nbformat.read(str(path), as_version=4)
-    except Exception as error:  # noqa: BLE001 - any unreadable notebook is the student's status
-        return f"unreadable notebook ({type(error).__name__}): graded as the untouched stubs"
-    return "graded"
-
-
-def _lateness(course_dir: Path) -> dict[tuple[str, str], tuple[int, float]]:
-    """{(student, assignment): (started days late, penalty)} of every late submission in the gradebook."""
-    late = {}
-    with Gradebook(_db_url(course_dir)) as gb:
-        for assignment in gb.assignments:
-            for submission in assignment.submissions:
-                seconds = submission.total_seconds_late
-                if seconds > 0:
-                    late[(submission.student.id, assignment.name)] = (lateness.days_late(seconds),
-                                                                      float(submission.late_submission_penalty or 0))
-    return late
-
-
-def _isolation(course_dir: Path) -> str | None:
-    """The sandbox mode's notice recorded by the last autograde (None: full mode, or none ran)."""
-    try:
-        return json.loads((course_dir / REPORT / "class_report.json").read_text(encoding="utf-8"))["isolation_warning"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def add_status(course_dir: Path, csv_path: Path) -> None:
-    """Add a ``status`` column to nbgrader's CSV (``graded; 1 day late: -2.6 points`` for late
-    work), and a row (score 0) for every submitted notebook nbgrader could not grade at all, so a
-    corrupt upload is an entry, not a log line; every text cell is written through
-    :func:`~autograder.core.safe_text.csv_cell`."""
-    with csv_path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    fields = list(rows[0]) if rows else ["assignment", "student_id", "score", "max_score"]
-    seen = {(r["student_id"], r["assignment"]) for r in rows}
-    late = _lateness(course_dir)
-    isolation = _isolation(course_dir)
-    for r in rows:
-        r["status"] = _status(course_dir, r["student_id"], r["assignment"])
-        if r["status"] == "graded" and (r["student_id"], r["assignment"]) in late:
-            r["status"] += "; " + lateness.note(*late[(r["student_id"], r["assignment"])])
-        if r["status"].startswith("graded") and isolation:
-            r["status"] += "; " + isolation
-    submitted = course_dir / "submitted"
-    for folder in sorted(submitted.glob("*/*")) if submitted.is_dir() else []:
-        student, unit = folder.parent.name, folder.name
-        if (student, unit) not in seen:
-            rows.append({**dict.fromkeys(fields, ""), "assignment": unit, "student_id": student, "score": "0.0",
-                         "status": _status(course_dir, student, unit)})
-    with csv_path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*fields, "status"])
-        writer.writeheader()
-        # A student id is an inbox folder's name, which the student may have chosen: never a formula.
-        writer.writerows({k: csv_cell(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows)
 
 
 # -- command line -------------------------------------------------------------------------

@@ -37,9 +37,14 @@ def _book(out: Path) -> dict[str, list[str]]:
     return {row[0]: row for row in csv.reader((out / "gradebook.csv").open(encoding="utf-8"))}
 
 
-def _batch(subs: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    return attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress", *extra,
-                       check=check)
+NEEDS_ATTENTION = 4  # grade-batch's exit code when an upload was refused or not graded
+
+
+def _batch(subs: Path, out: Path, *extra: str, code: int = 0) -> subprocess.CompletedProcess:
+    proc = attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress", *extra,
+                       check=False)
+    assert proc.returncode == code, f"exit {proc.returncode}, not {code}:\n{proc.stderr[-3000:]}"
+    return proc
 
 
 def test_no_upload_stops_or_poisons_the_batch(tmp_path):
@@ -54,7 +59,7 @@ def test_no_upload_stops_or_poisons_the_batch(tmp_path):
     alice, alice_zip = uploads.make_over_alice(ROOT, subs)
     started = time.monotonic()
     try:
-        proc = _batch(subs, out, "-j", "2")
+        proc = _batch(subs, out, "-j", "2", code=NEEDS_ATTENTION)
     finally:
         # pytest's own clean-up of old tmp folders recurses, and would fail on the deep folder later.
         subprocess.run(["rm", "-rf", str(subs / "deep_folder")], check=True)
@@ -66,9 +71,10 @@ def test_no_upload_stops_or_poisons_the_batch(tmp_path):
     for name in (*honest, "report.json", "sparse_file"):
         assert book[name][1] == "graded" and float(book[name][2]) == possible, (name, book[name])
     assert 0 < float(book["bob"][2]) < possible
-    # A name is an identity: uploads that share one are refused, both, until the instructor maps them.
+    # A name is an identity: uploads that share one are refused, both, until the instructor maps them;
+    # their cells are blank (only graded work gets a number).
     for name, uploads_of in ((zed, {zed, zed_zip}), (alice, {alice, alice_zip})):
-        assert book[name][1].startswith("name clash") and float(book[name][2]) == 0, book[name]
+        assert book[name][1].startswith("name clash") and book[name][2:] == ["", ""], book[name]
         assert f"share the name {name!r}" in proc.stderr
     refused = json.loads((out / "summary.json").read_text())["names_refused"]
     assert {r["name"]: set(r["uploads"]) for r in refused} == {zed: {zed, zed_zip}, alice: {alice, alice_zip}}
@@ -92,13 +98,13 @@ def test_a_chunk_out_of_time_costs_only_the_slow_student_and_is_graded_again(tmp
     # One chunk of two; each student's budget is 20 s (the chunk's is one budget per student,
     # plus one for start-up): ample for honest grading on a loaded machine, far less than the
     # slow student's half second per call takes (about 700 calls).
-    _batch(subs, out, "-j", "1", "--student-budget", "20")
+    _batch(subs, out, "-j", "1", "--student-budget", "20", code=NEEDS_ATTENTION)
     book = _book(out)
     assert book[dora][1] == "graded" and float(book[dora][2]) == float(book["Points Possible"][2])
-    assert "time budget exhausted" in book[slow][1] and float(book[slow][2]) == 0
+    assert "time budget exhausted" in book[slow][1] and book[slow][2] == "", "not graded: blank, not 0"
     # A failure is never final: the next run grades the slow student again, and only them (a
     # short budget: what is checked is who is graded, not how the slow student ends again).
-    _batch(subs, out, "-j", "1", "--student-budget", "5")
+    _batch(subs, out, "-j", "1", "--student-budget", "5", code=NEEDS_ATTENTION)
     assert json.loads((out / "summary.json").read_text())["graded_now"] == 1
     book = _book(out)
     assert "time budget exhausted" in book[slow][1] and book[dora][1] == "graded", (book[slow], book[dora])
@@ -313,7 +319,7 @@ def test_points_possible_holds_when_nobody_was_gradable(tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
     (subs / "dave.zip").write_bytes(b"not a zip")
-    _batch(subs, out)
+    _batch(subs, out, code=NEEDS_ATTENTION)
     book = _book(out)
     assert "not a readable zip" in book["dave"][1]
     graded = grade_json([ROOT / "solutions"], ["attention"], "--no-sandbox")[0]
@@ -334,11 +340,11 @@ def test_names_are_identities_that_no_upload_can_borrow(tmp_path):
         csv.writer(handle).writerows([["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "folder", column],
                                       ["Smith, Alice", "1001", "s1", "", "A", "alice", ""],
                                       ["Doe, Dee", "1002", "s2", "", "A", formula, ""]])
-    _batch(subs, out, "--csv", "canvas", "--roster", str(roster))
+    _batch(subs, out, "--csv", "canvas", "--roster", str(roster), code=NEEDS_ATTENTION)
     rows = list(csv.reader((out / "gradebook.csv").open(encoding="utf-8")))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column]
     assert [row[0] for row in rows] == ["Student", "    Points Possible", "Smith, Alice", "Doe, Dee"]
-    assert rows[2][1] == "1001" and float(rows[2][5]) == 0, "a clash gives alice's row no one's score"
+    assert rows[2][1] == "1001" and rows[2][5] == "", "a clash gives alice's row no one's score: blank"
     assert float(rows[3][5]) == float(rows[1][5]) > 0, "the formula folder is graded, its name made inert"
     summary = json.loads((out / "summary.json").read_text())
     refused = {r["name"]: r["reason"] for r in summary["names_refused"]}

@@ -11,6 +11,7 @@ from conftest import ROOT, attn_course
 from autograder.core.manifest import load_course
 from autograder.core.results import GradeResult
 from autograder.delivery import class_report
+from autograder.delivery.formats import markdown_text
 from autograder.delivery.gradescope import Gradescope
 from autograder.delivery.prairielearn import PrairieLearn
 
@@ -101,3 +102,57 @@ def test_hints_written_in_chinese_are_counted(tmp_path):
         i18n.choose(None)
     stats = class_report.statistics([class_report.from_result(_result("dan", outputs).to_dict())])
     assert stats["hints"] == [{"hint": chinese, "students": 1}], stats["hints"]
+
+
+# -- issue 59: the report, right ----------------------------------------------------------------
+
+def _scored(name: str, passed: int, total: int = 4, *, informational_failed: bool = False) -> dict:
+    """A result with ``passed`` of ``total`` 1-point properties passed, and one 0-point check."""
+    tests = [{"id": f"t::p{i}", "name": f"p{i}", "score": 1.0 if i < passed else 0.0, "max_score": 1.0,
+              "status": "passed" if i < passed else "failed", "output": ""} for i in range(total)]
+    tests.append({"id": "t::cpu_cuda", "name": "cpu_and_cuda_agree", "score": 0.0, "max_score": 0.0,
+                  "status": "failed" if informational_failed else "passed", "output": "file not found"})
+    return GradeResult.from_dict({"submission": name, "units": {UNIT: {
+        "title": "Attention", "status": "graded", "message": "", "tests": tests}}}).to_dict()
+
+
+def test_informational_checks_are_not_failure_rates():
+    """A 0-point check fails with its unit when the file is missing: it is no property to re-teach."""
+    stats = class_report.statistics([class_report.from_result(_scored("a", 0, informational_failed=True)),
+                                     class_report.from_result(_scored("b", 4, informational_failed=True))])
+    assert [f["property"] for f in stats["failure_rates"]] == [f"{UNIT}: p{i}" for i in range(4)]
+    gradescope = Gradescope().results(GradeResult.from_dict(_scored("a", 0, informational_failed=True)), COURSE)
+    record = class_report.from_platform(gradescope)
+    assert record is not None and all("cpu_and_cuda" not in t["property"] for t in record["tests"])
+
+
+def test_the_median_is_the_true_median():
+    """Two students, 50% and 100%: the median is 75%, not the upper one."""
+    two = [class_report.from_result(_scored("a", 2)), class_report.from_result(_scored("b", 4))]
+    assert class_report.statistics(two)["median_percent"] == 75.0
+    three = two + [class_report.from_result(_scored("c", 1))]
+    assert class_report.statistics(three)["median_percent"] == 50.0
+
+
+def test_scores_are_after_the_late_penalty_and_the_report_says_so(tmp_path):
+    late = {"units": {UNIT: {"score": 2.0, "penalty": 2.0, "days_late": 1}}}  # 4 points, half taken
+    records = [class_report.from_result(_scored("late", 4), late), class_report.from_result(_scored("ontime", 4))]
+    assert (records[0]["score"], records[0]["raw_score"]) == (2.0, 4.0)
+    stats = class_report.write(tmp_path, records)
+    assert stats["distribution"]["50-60%"] == 1 and stats["distribution"]["90-100%"] == 1
+    assert stats["late_penalised"] == 1 and stats["median_percent"] == 75.0
+    assert stats["median_percent_before_late_penalty"] == 100.0
+    text = (tmp_path / "class_report.md").read_text(encoding="utf-8")
+    assert "Scores are after the late penalty: it cost 1 students points (the median before it: 100%)" in text
+    on_time = class_report.write(tmp_path / "none", records[1:])
+    assert on_time["late_penalised"] == 0
+    assert "after any late penalty (none was taken)" in (tmp_path / "none" / "class_report.md").read_text()
+
+
+def test_a_partial_regrade_says_so_in_its_title():
+    every = list(COURSE.units)
+    assert class_report.title("Class report", every, every) == f"Class report ({', '.join(every)})"
+    partial = class_report.title("Class report (nbgrader)", [UNIT], every)
+    assert partial == f"Class report (nbgrader) (partial regrade: {UNIT} only, not {len(every)} units)"
+    text = class_report.markdown(class_report.statistics([]), partial)
+    assert text.startswith(f"# {markdown_text(partial)}: 0 students")

@@ -305,7 +305,7 @@ def test_batch_grading_resumes_and_reports_broken_submissions(tmp_path):
     (subs / "grace").mkdir()
     (subs / "grace" / "attention.py").write_bytes(b"\xff\xfe not utf-8")
     out = tmp_path / "out"
-    first = attn_course("grade-batch", str(subs), "-o", str(out), "-j", "2", "--unit", "attention")
+    first = attn_course("grade-batch", str(subs), "-o", str(out), "-j", "2", "--unit", "attention", check=False)
     rows = list(csv.reader((out / "gradebook.csv").open()))
     assert rows[0][:3] == ["student", "status", "attention"] and rows[1][0] == "Points Possible"
     book = {r[0]: r for r in rows[2:]}
@@ -322,13 +322,15 @@ def test_batch_grading_resumes_and_reports_broken_submissions(tmp_path):
     report = (out / "class_report.md").read_text(encoding="utf-8")  # the class report, hints included
     assert "| 90-100% | 2 |" in report and markdown_text("sqrt(d_k)") in report.split("## Hints")[1]
     # A second run grades nothing again; a changed submission is graded again.
-    attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention")
+    attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", check=False)
     assert json.loads((out / "summary.json").read_text())["graded_now"] == 0
     shutil.rmtree(subs / "bob")
     shutil.copytree(COURSE.solutions, subs / "bob")
-    attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention")
+    again = attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", check=False)
     assert json.loads((out / "summary.json").read_text())["graded_now"] == 1
-    assert first.returncode == 0
+    # dave, erin and frank were refused: blank in the gradebook, and the exit code says they need attention.
+    assert first.returncode == again.returncode == 4, first.stderr[-2000:]
+    assert book["dave"][2:] == ["", ""] and book["erin"][2:] == ["", ""]
 
 
 def test_a_killed_batch_resumes_with_nothing_lost(tmp_path):
@@ -348,7 +350,8 @@ def test_a_killed_batch_resumes_with_nothing_lost(tmp_path):
     os.killpg(batch.pid, signal.SIGKILL)
     batch.wait()
     assert len(list(records.glob("a*.json"))) == 5 and not (records / "b6.json").exists(), "killed too late to test"
-    attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress")
+    resumed = attn_course("grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress", check=False)
+    assert resumed.returncode == 4, resumed.stderr[-2000:]  # a1..a5 handed in no unit file: they need attention
     summary = json.loads((out / "summary.json").read_text())
     assert summary["graded_now"] == 1, "only the student the kill interrupted is graded again"
     book = {row[0]: row for row in csv.reader((out / "gradebook.csv").open())}

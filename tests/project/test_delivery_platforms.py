@@ -168,7 +168,8 @@ def test_gradebook_csv_default_layout():
     default = list(csv.reader(gradebook_csv(["attention", "multi_head"], possible, records).splitlines()))
     assert default[0] == ["student", "status", "attention", "multi_head", "total"]
     assert default[1] == ["Points Possible", "", "62", "30", "92"]
-    assert default[3] == ["bob", "grader failure: Traceback (most recent call last): boom", "0", "0", "0"]
+    # Not graded: blank, never 0 (issue 59: only graded work gets a number).
+    assert default[3] == ["bob", "grader failure: Traceback (most recent call last): boom", "", "", ""]
 
 
 # The same code on every platform: the reference, and three mutants, one unit each.

@@ -116,7 +116,10 @@ def test_grade_batch_gives_each_refusal_the_same_status(uploads, tmp_path, mode)
     modes.require(mode)
     subs, statuses = uploads
     out = tmp_path / "out"
-    modes.attn_course(mode, "grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress")
+    # Every refused upload needs the instructor's attention: grade-batch says so by its exit code (4).
+    proc = modes.attn_course(mode, "grade-batch", str(subs), "-o", str(out), "--unit", "attention", "--no-progress",
+                             check=False)
+    assert proc.returncode == 4, proc.stderr[-3000:]
     with (out / "gradebook.csv").open(newline="", encoding="utf-8") as handle:
         book = {row[0]: row for row in csv.reader(handle)}
     for case in CASES:

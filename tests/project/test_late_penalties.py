@@ -241,3 +241,96 @@ def test_grade_batch_prices_the_trusted_points(tmp_path):
     assert records["late"]["late"]["units"][UNIT]["penalty"] == trusted and float(book["late"][2]) == 0
     assert book["late"][1] == f"graded; {UNIT} 1 day late: -{trusted:g} points"
     assert (book["ontime"][1], float(book["ontime"][2])) == ("graded", trusted)
+
+
+# -- issue 59: extensions, Gradescope, set-due ------------------------------------------------------
+
+def test_extensions_file_days_or_a_new_due_date(tmp_path):
+    """``[late] extensions``: per student and unit (``*``: all), days added or a new due date; a row
+    naming the unit wins over ``*``; a bad file is refused, never ignored."""
+    course = load_course(_manifest(tmp_path, "due = 2027-03-01T23:59:00+01:00",
+                                   '[late]\npolicy = "per_day"\nrate = 10\nextensions = "extensions.csv"'))
+    assert course.late == PER_DAY and course.late.extensions == "extensions.csv"
+    (tmp_path / "extensions.csv").write_text("student,unit,days,due\nann,*,2,\nann,u,,2027-03-10T12:00:00Z\n"
+                                             "bob,*,1.5,\n", encoding="utf-8")
+    given = lateness.Extensions.load(tmp_path, course.late)
+    assert given.due("u", DUE, "ann") == datetime.datetime(2027, 3, 10, 12, tzinfo=datetime.timezone.utc)
+    assert given.due("other", DUE, "ann") == DUE + datetime.timedelta(days=2)
+    assert given.due("u", DUE, "nobody", "bob") == DUE + datetime.timedelta(days=1.5)
+    assert given.due("u", DUE, "carl") == DUE
+    for text, says in (("student,unit,days\nann,u,two\n", "not a number"), ("name,days\nann,1\n", "columns"),
+                       ("student,unit,days,due\nann,u,1,2027-03-10T12:00:00Z\n", "not both"),
+                       ("student,unit,due\nann,u,2027-03-10T12:00:00\n", "no UTC offset")):
+        with pytest.raises(ValueError, match=says):
+            lateness.Extensions.parse(text)
+    (tmp_path / "extensions.csv").unlink()
+    with pytest.raises(ValueError, match="cannot be read"):
+        lateness.Extensions.load(tmp_path, course.late)
+    with pytest.raises(ValueError, match="extensions is a CSV"):
+        load_course(_manifest(tmp_path, "", '[late]\npolicy = "none"\nextensions = 3'))
+
+
+def test_grade_batch_prices_against_the_students_extension(tmp_path):
+    """grade-batch's pricing (the records' ``late`` section) asks the extensions file for each
+    student's due date: a student a day late with two days' extension is on time."""
+    from autograder.delivery.batch_records import Student, late
+
+    (tmp_path / "extensions.csv").write_text(f"student,unit,days\next,{UNIT},2\n", encoding="utf-8")
+    course = dataclasses.replace(with_late(COURSE, dataclasses.replace(PER_DAY, extensions="extensions.csv")),
+                                 root=tmp_path)
+    result = {"units": {UNIT: {"score": 26.0}}}
+    priced = {name: late(course, Student(name, tmp_path, "d", ONE_DAY_LATE, "timestamp.txt"), result)
+              for name in ("ext", "plain")}
+    assert priced["ext"]["units"][UNIT]["days_late"] == 0 and priced["ext"]["units"][UNIT]["score"] == 26
+    assert datetime.datetime.fromisoformat(priced["ext"]["units"][UNIT]["due"]) == DUE + datetime.timedelta(days=2)
+    assert priced["plain"]["units"][UNIT]["penalty"] == pytest.approx(2.6)
+
+
+def _metadata(created: datetime.datetime, email: str) -> str:
+    """Gradescope's submission_metadata.json (its documented fields; created_at as it writes it)."""
+    return json.dumps({"id": 123456, "created_at": created.isoformat(timespec="microseconds"),
+                       "assignment": {"due_date": DUE.isoformat(), "late_due_date": None, "title": "PA 1",
+                                      "total_points": "62.0"},
+                       "submission_method": "upload",
+                       "users": [{"email": email, "id": 1234, "name": "Student User"}],
+                       "previous_submissions": []})
+
+
+def test_gradescope_prices_created_at_with_the_same_policy_and_extensions(tmp_path):
+    """The exported autograder, its course.toml given a due date by ``attn-course set-due`` and an
+    extensions file: Gradescope's ``created_at`` one day late costs 10% of the trusted points (the
+    tests keep them, the score is after the penalty); the same time with a two-day extension (found
+    by the user's email) costs nothing; no metadata, no penalty."""
+    from test_delivery_platforms import _gradescope, _unzip_autograder
+
+    root = _unzip_autograder(tmp_path / "gs")
+    source = root / "source"
+    manifest = source / "course" / "course.toml"
+    set_due = subprocess.run([sys.executable, "-m", "autograder.cli", "set-due", UNIT, DUE.isoformat()], cwd=ROOT,
+                             env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(source)}, capture_output=True, text=True)
+    assert set_due.returncode == 0, set_due.stderr
+    text = manifest.read_text(encoding="utf-8")
+    assert "[late]\npolicy" in text
+    manifest.write_text(text.replace("[late]\n", '[late]\nextensions = "extensions.csv"\n', 1), encoding="utf-8")
+    (source / "extensions.csv").write_text(f"student,unit,days\next@example.edu,{UNIT},2\n", encoding="utf-8")
+    assert load_course(source).units[UNIT].due == DUE
+    solution = (ROOT / "solutions" / "attention.py").read_text(encoding="utf-8")
+    results = {}
+    for case, metadata in (("late", _metadata(ONE_DAY_LATE, "late@example.edu")),
+                           ("extended", _metadata(ONE_DAY_LATE, "ext@example.edu")), ("unknown", None)):
+        case_root = tmp_path / case
+        case_root.mkdir()
+        (case_root / "source").symlink_to(source)
+        if metadata:
+            (case_root / "submission_metadata.json").write_text(metadata, encoding="utf-8")
+        results[case] = _gradescope(case_root, {"attention.py": solution})[0]
+    mine = [t for t in results["late"]["tests"] if t["tags"] == [UNIT]]  # (the other units: no file, 0)
+    trusted = sum(t["score"] for t in mine)
+    assert trusted > 0 and trusted == sum(t["max_score"] for t in mine) == sum(t["score"] for t in results["late"]["tests"])
+    assert results["late"]["score"] == pytest.approx(0.9 * trusted)
+    late = results["late"]["extra_data"]["late"]
+    assert late["raw_score"] == trusted and late["units"][UNIT]["days_late"] == 1
+    assert "1 day late" in results["late"]["output"] and "Score after it" in results["late"]["output"]
+    assert results["extended"]["score"] == trusted
+    assert results["extended"]["extra_data"]["late"]["units"][UNIT]["days_late"] == 0
+    assert results["unknown"]["score"] == trusted and "extra_data" not in results["unknown"]

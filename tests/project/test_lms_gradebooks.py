@@ -121,8 +121,8 @@ def test_canvas_export_filled_keeps_its_header_its_students_and_their_ids():
     assert scores["1002"]["52001"] == "41" and scores["1002"]["52002"] == "30"
     assert scores["1003"]["52001"] == "EX", "an excused cell is the instructor's"
     assert scores["1003"]["52002"] == "20"
-    assert scores["1005"]["52001"] == "0" and scores["1005"]["52002"] == "N/A", "no upload: 0; not assigned: kept"
-    assert scores["1099"]["52001"] == "0", "the Test Student is on the roster too"
+    assert scores["1005"]["52001"] == "" and scores["1005"]["52002"] == "N/A", "no upload: blank; not assigned: kept"
+    assert scores["1099"]["52001"] == "", "the Test Student is on the roster too (no upload: blank)"
     assert scores["1002"]["52010"] == "71.00", "another assignment's score is left as exported"
 
     # The uploads no roster row names are listed apart: no row, no made-up ID.
@@ -236,17 +236,17 @@ def test_moodle_export_filled_keeps_its_header_its_users_and_feedback():
     assert alice[col["Assignment: Scaled dot-product attention (Feedback)"]] == "60/62"
     assert bob[col["Assignment: Multi-head attention (Real)"]] == "30"
     assert bob[col["Assignment: Multi-head attention (Feedback)"]] == "30/30; graded; late"
-    carol = by_email["cnguyen@example.edu"]  # no upload: a grade Moodle holds stays, '-' (none) is 0
-    assert carol[col["Assignment: Scaled dot-product attention (Real)"]] == "0"
+    carol = by_email["cnguyen@example.edu"]  # no upload: a grade Moodle holds stays, and so does its '-' (none)
+    assert carol[col["Assignment: Scaled dot-product attention (Real)"]] == "-"
     assert carol[col["Assignment: Scaled dot-product attention (Feedback)"]] == "no upload matched this student"
     assert carol[col["Quiz: Week 1 quiz (Real)"]] == "-"
     # Moodle aborts the whole import on a user it cannot find: an unknown upload has no row.
     assert [u["student"] for u in book.unmatched] == ["ghost@example.edu"]
     assert len(out) == len(sample)
-    # Every grade cell is a number Moodle's importer reads (unformat_float), or its '-'.
+    # Every grade cell is a number Moodle's importer reads (unformat_float), its '-' (no grade) or blank.
     for row in out[1:]:
         for name in book.columns.values():
-            assert re.fullmatch(r"-?\d+(\.\d+)?", row[col[name]]), row[col[name]]
+            assert re.fullmatch(r"-?\d+(\.\d+)?|-|", row[col[name]]), row[col[name]]
     # A hostile first name in the roster is written formula-safe.
     assert not _formulas([c for row in out for c in row])
     assert any(row[0] == "'=cmd|' /C calc'!A0" for row in out)
@@ -254,14 +254,14 @@ def test_moodle_export_filled_keeps_its_header_its_users_and_feedback():
 
 def test_a_student_no_upload_matches_keeps_what_the_lms_holds():
     """Nothing the LMS holds is overwritten by a guess: with no upload, a graded cell (and its
-    feedback) stays; an empty one (Canvas's blank, Moodle's '-') is 0."""
+    feedback) stays; an empty one (Canvas's blank, Moodle's '-') stays empty, never 0."""
     canvas = _canvas_import(_rows(lms_gradebook("canvas", NAMES, POSSIBLE, [], read_lms_roster("canvas", CANVAS),
                                                 CANVAS_SETTINGS).text))["students"]
     assert canvas["1003"]["scores"]["52001"] == "EX" and canvas["1003"]["scores"]["52002"] == "12.50"
-    assert canvas["1002"]["scores"]["52001"] == "40.00" and canvas["1002"]["scores"]["52002"] == "0"
+    assert canvas["1002"]["scores"]["52001"] == "40.00" and canvas["1002"]["scores"]["52002"] == ""
     moodle = _rows(lms_gradebook("moodle", NAMES, POSSIBLE, [], read_lms_roster("moodle", MOODLE), MOODLE_SETTINGS).text)
     bob = next(row for row in moodle if row[5] == "bjones@example.edu")
-    assert bob[6:10] == ["40.00", "Good start", "0", "no upload matched this student"]
+    assert bob[6:10] == ["40.00", "Good start", "-", "no upload matched this student"], "Moodle's own no-grade stays"
 
 
 def test_moodle_roster_without_grade_columns_gets_the_import_layout(tmp_path):

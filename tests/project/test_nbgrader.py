@@ -48,6 +48,7 @@ from autograder.nbgrader import extract
 from autograder.nbgrader import pipeline as steps
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
+from autograder.delivery.formats import records_from_nbgrader_csv
 
 COURSE = load_course(ROOT)
 BUILT = [u for u, spec in COURSE.units.items() if (COURSE.solutions / spec.file).is_file()]
@@ -220,6 +221,9 @@ def make_students(course_dir: Path, inbox: Path, attacked: Path) -> None:
             target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
     (inbox / "zoe").mkdir()
     (inbox / "zoe" / f"{UNITS[0]}.ipynb").write_text('{"cells": [ not json', encoding="utf-8")  # a corrupt upload
+    for copy_of in ("a", "b"):  # yuri hands in two copies of one notebook: refused at collect, a blank row
+        (inbox / "yuri" / copy_of).mkdir(parents=True)
+        shutil.copyfile(inbox / "good" / f"{UNITS[0]}.ipynb", inbox / "yuri" / copy_of / f"{UNITS[0]}.ipynb")
 
 
 def reference_folders(tmp: Path) -> dict[str, Path]:
@@ -421,11 +425,24 @@ def test_csv_scores(graded):
     assert 0 < buggy < maximum - manual_points("attention")
     # Patching torch.allclose is an assignment to a module attribute: the allow-list zeroes the unit.
     assert csv_score(graded, "cheat", "attention") == (0.0, maximum), "the cheat's patch of torch kept points"
-    # A notebook never handed in: nbgrader's row scores 0 out of the assignment's maximum, and says so.
+    # A notebook never handed in: blank (nbgrader's export wrote 0), out of the assignment's maximum, and says so.
     for unit in [u for u in UNITS if not handed_in("buggy", u)]:
         row = next(r for r in graded["csv"] if r["student_id"] == "buggy" and r["assignment"] == unit)
         maximum = graded["cli"]["good"]["units"][unit]["max_score"] + manual_points(unit)
-        assert (float(row["score"]), float(row["max_score"]), row["status"]) == (0.0, maximum, "not submitted"), row
+        assert (row["score"], row["raw_score"], float(row["max_score"]), row["status"]) == (
+            "", "", maximum, "not submitted"), row
+
+
+def test_a_student_refused_at_collect_is_a_blank_row_per_unit(graded):
+    """Issue 59: nbgrader's export would leave yuri (two copies of a notebook, refused at collect) out
+    altogether; the CSV has a blank row per unit saying why, and the LMS path keeps it blank."""
+    rows = [r for r in graded["csv"] if r["student_id"] == "yuri"]
+    assert sorted(r["assignment"] for r in rows) == sorted(UNITS), rows
+    for row in rows:
+        assert row["score"] == "" and row["status"].startswith("not collected: "), row
+    _names, _possible, records = records_from_nbgrader_csv(graded["dir"].parent / "grades.csv")
+    yuri = next(r for r in records if r["student"] == "yuri")
+    assert yuri["result"] is None and "not collected" in yuri["status"]
 
 
 def test_a_corrupt_notebook_is_an_entry_in_the_csv(graded):
@@ -436,12 +453,18 @@ def test_a_corrupt_notebook_is_an_entry_in_the_csv(graded):
 
 def test_autograde_writes_the_class_report(graded):
     """The class report of every path (issue 46): the students the trusted grade graded, each
-    property's failure rate (the buggy student's attention failures among them), and the
-    sandbox mode's notice, which the CSV's status carries too (none in full mode)."""
+    property's failure rate (worst first, and never a 0-point informational check: issue 59), and
+    the sandbox mode's notice, which the CSV's status carries too (none in full mode). The whole
+    class hands in every unit, so the report covers them all (no partial regrade in its title)."""
     report = json.loads((graded["dir"] / steps.REPORT / "class_report.json").read_text(encoding="utf-8"))
-    handed = {r["student_id"] for r in graded["csv"] if r["status"] != "not submitted"}
+    handed = {r["student_id"] for r in graded["csv"] if not r["status"].startswith("not ")}
     assert report["graded"] == len(handed) > 0, (report["graded"], handed)
-    assert any(f["property"].startswith("attention: ") for f in report["failure_rates"]), report["failure_rates"]
+    rates = report["failure_rates"]
+    assert rates and [f["rate"] for f in rates] == sorted((f["rate"] for f in rates), reverse=True), rates
+    informational = {f"{u}: {r.name}" for u in UNITS for r in rubric(COURSE, u) if r.points == 0}
+    assert informational and not informational & {f["property"] for f in rates}, rates
+    title = (graded["dir"] / steps.REPORT / "class_report.md").read_text(encoding="utf-8").splitlines()[0]
+    assert title.startswith("# Class report \\(nbgrader\\):") and "partial" not in title, title
     assert (graded["dir"] / steps.REPORT / "class_report.png").is_file()
     notice = report["isolation_warning"]
     graded_rows = [r["status"] for r in graded["csv"] if r["status"].startswith("graded")]
@@ -453,6 +476,10 @@ def test_nbgrader_scores_equal_the_cli(graded):
     written answers' points is the CLI's."""
     for student, result in graded["cli"].items():
         for unit in UNITS:
+            row = next(r for r in graded["csv"] if r["student_id"] == student and r["assignment"] == unit)
+            if row["status"] == "not submitted":  # no graded work, no number (issue 59)
+                assert row["score"] == "" and result["units"][unit]["score"] == 0, (student, unit)
+                continue
             score, maximum = csv_score(graded, student, unit)
             assert (score, maximum - manual_points(unit)) == (result["units"][unit]["score"], result["units"][unit]["max_score"]), (student, unit)
 
