@@ -98,6 +98,9 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None,
     batch.add_argument("--map", type=Path, metavar="FILE", dest="mapping",
                        help="CSV with 'upload' and 'student' columns: whose each upload is (names that clash are "
                             "refused until mapped)")
+    batch.add_argument("--scheduler", metavar="ADDRESS",
+                       help="grade on a Dask distributed cluster: its scheduler's address (tcp://host:8786), "
+                            "one task per student; every node needs the same install and course")
     batch.add_argument("--student-budget", type=float, default=limits.student_budget, metavar="SECONDS",
                        help="wall-clock seconds per student before a grader process is killed "
                             f"(default {limits.student_budget:g})")
@@ -348,9 +351,20 @@ def _batch(course: Course, args) -> int:
         mapping = read_mapping(args.mapping) if args.mapping else None
     except (OSError, ValueError, UnicodeDecodeError) as error:
         raise UsageError(f"the map cannot be read: {error}") from None
-    summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
-                          show_progress=args.progress, student_budget=args.student_budget,
-                          gradebook=args.csv, roster=roster, mapping=mapping)
+    if args.scheduler:  # Dask, imported only here (autograder/delivery/cluster.py)
+        try:
+            import distributed  # noqa: F401
+
+            from autograder.delivery.cluster import grade_batch_cluster
+        except ImportError as error:
+            raise UsageError(f"--scheduler needs Dask distributed (pip install -e .[cluster]): {error}") from None
+        summary = grade_batch_cluster(course, args.submissions, args.output, args.scheduler, units=args.units,
+                                      show_progress=args.progress, student_budget=args.student_budget,
+                                      gradebook=args.csv, roster=roster, mapping=mapping)
+    else:
+        summary = grade_batch(course, args.submissions, args.output, jobs=args.jobs, units=args.units,
+                              show_progress=args.progress, student_budget=args.student_budget,
+                              gradebook=args.csv, roster=roster, mapping=mapping)
     # Late work is priced by course.toml's [late] and each unit's due (autograder/core/lateness.py).
     print(closing_line(summary, args.output / "gradebook.csv", args.output / "summary.md"))
     return NEEDS_ATTENTION if summary.get("needs_attention") else 0

@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -75,7 +76,7 @@ from autograder.sandbox.pool import Pool
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
 # What the batch's modules give the callers of this one (the command line, the tests).
 __all__ = ["DIGEST_BYTES", "NEEDS_ATTENTION", "RESERVED_NAMES", "BatchInterrupted", "Student", "closing_line", "discover",
-           "grade_batch", "read_mapping", "submission_time", "write_gradebook"]
+           "Plan", "grade_batch", "read_mapping", "submission_time", "write_gradebook"]
 
 
 class BatchInterrupted(Exception):
@@ -245,6 +246,14 @@ class _Runner:
             for server in [*self._servers.values(), *self._forked]:
                 server.kill()
 
+    def shutdown(self) -> None:
+        """Stop every grader process (each closed, as :meth:`close` does), then the zygote."""
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
+        self.release()
+
     def close(self) -> None:
         """Stop this thread's grader process, if it has one."""
         with self._lock:
@@ -285,10 +294,22 @@ class _Runner:
                 self._grade_ready(ready, Path(tmp) / "report.json")
 
     def _grade_ready(self, ready: list[tuple[Student, Path]], report: Path) -> None:
+        for student, result, why in self.outcomes(ready, report):
+            self.record(student, result, why)
+
+    def record(self, student: Student, result: GradeResult | None, why: str | None) -> None:
+        record_outcome(self.course, self.out, self.fingerprint, self.extensions, student, result, why)
+
+    def outcomes(self, ready: list[tuple[Student, Path]],
+                 report: Path) -> list[tuple[Student, GradeResult | None, str | None]]:
+        """Each collected upload of ``ready`` graded: its result, or (None, why not); nothing
+        when the batch was stopped meanwhile (the next run grades them). A chunk that fails is
+        graded again one student at a time, so only the culprit gets the failure. The cluster's
+        workers (:mod:`.cluster`) grade through this too."""
         # One student's budget more than the chunk's students, for the grader's own start-up.
         why = self._grade([p for _, p in ready], report, self.budget * (len(ready) + 1))
         if self.stopping.is_set():
-            return  # cut short: nothing recorded, the next run grades them
+            return []  # cut short: nothing recorded, the next run grades them
         results = None
         if why is None:
             try:
@@ -298,14 +319,22 @@ class _Runner:
         if results is not None and len(results) == len(ready):
             for (student, _), result in zip(ready, results):
                 result.submission = student.name  # never the temporary path
-                record(self.out, student, "graded", result, fingerprint=self.fingerprint,
-                       late=late(self.course, student, result.to_dict(), self.extensions))
-        elif len(ready) > 1:
-            for one in ready:  # one student's upload broke the chunk: find whose
-                self._grade_ready([one], report)
-        else:
-            record(self.out, ready[0][0], why or "grader failure: a result is missing", None, final=False,
-                   fingerprint=self.fingerprint)
+            return [(student, result, None) for (student, _), result in zip(ready, results)]
+        if len(ready) > 1:  # one student's upload broke the chunk: find whose
+            return [outcome for one in ready for outcome in self.outcomes([one], report)]
+        return [(ready[0][0], None, why or "grader failure: a result is missing")]
+
+
+def record_outcome(course: Course, out: Path, fingerprint: dict, given: lateness.Extensions, student: Student,
+                   result: GradeResult | None, why: str | None) -> None:
+    """A chunk's outcome for ``student`` (:meth:`_Runner.outcomes`), recorded: graded (priced if
+    late), or a grader failure, never final."""
+    if result is not None:
+        record(out, student, "graded", result, fingerprint=fingerprint,
+               late=late(course, student, result.to_dict(), given))
+    else:
+        record(out, student, why or "grader failure: a result is missing", None, final=False,
+               fingerprint=fingerprint)
 
 
 def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
@@ -323,6 +352,35 @@ def _chunks(todo: list[Student], jobs: int) -> list[list[Student]]:
     return chunks
 
 
+@dataclass
+class Plan:
+    """What a batch run grades: the students, the names refused, the grader's fingerprint and the
+    course's extensions (both read once), who must be graded (``todo``) and why those recorded
+    before are graded again (reason -> how many). The local batch and the cluster's share it."""
+    students: list[Student]
+    refused: list[dict]
+    fingerprint: dict
+    extensions: lateness.Extensions
+    todo: list[Student]
+    regraded: dict[str, int]
+
+    @classmethod
+    def of(cls, course: Course, submissions: Path, out: Path, units: list[str] | None,
+           mapping: dict[str, str] | None) -> "Plan":
+        students, refused = discover(submissions, mapping)
+        for entry in refused:
+            print(f"{course.brand.command}: {entry['reason']}", file=sys.stderr)
+        course.select(units)  # an unknown unit: the caller's error, before anything is graded
+        now, given = grader.fingerprint(course), extensions(course)  # (a bad extensions file: before grading)
+        why = {s.name: stale(out, s, now) for s in students}
+        todo = [s for s in students if why[s.name]]
+        regraded: dict[str, int] = {}
+        for s in todo:
+            if why[s.name] != "new":
+                regraded[str(why[s.name])] = regraded.get(str(why[s.name]), 0) + 1
+        return cls(students, refused, now, given, todo, regraded)
+
+
 def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, units: list[str] | None = None,
                 show_progress: bool = True, student_budget: float | None = None, gradebook: str = "default",
                 roster: LmsRoster | None = None,
@@ -330,18 +388,9 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     """Grade every student not yet graded; return the summary (also written to ``out``).
     ``student_budget``: seconds per student in a chunk (default: the course's ``student_budget``)."""
     student_budget = course.limits.student_budget if student_budget is None else student_budget
-    students, refused = discover(submissions, mapping)
-    for entry in refused:
-        print(f"{course.brand.command}: {entry['reason']}", file=sys.stderr)
-    course.select(units)  # an unknown unit: the caller's error, before anything is graded
-    now, given = grader.fingerprint(course), extensions(course)  # (a bad extensions file: before grading)
-    why = {s.name: stale(out, s, now) for s in students}
-    todo = [s for s in students if why[s.name]]
-    regraded: dict[str, int] = {}  # why students recorded before are graded again -> how many
-    for s in todo:
-        if why[s.name] != "new":
-            regraded[str(why[s.name])] = regraded.get(str(why[s.name]), 0) + 1
-    runner = _Runner(course, out, units, student_budget, now, given)
+    plan = Plan.of(course, submissions, out, units, mapping)
+    students, refused, now, todo = plan.students, plan.refused, plan.fingerprint, plan.todo
+    runner = _Runner(course, out, units, student_budget, now, plan.extensions)
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -390,5 +439,5 @@ def grade_batch(course: Course, submissions: Path, out: Path, *, jobs: int = 1, 
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return write_gradebook(course, out, students, units, graded_now=len(todo), peak_mib=peak_mib,
                            layout=gradebook, roster=roster, refused=refused,
-                           isolation=isolation_notice(), regraded=regraded)
+                           isolation=isolation_notice(), regraded=plan.regraded)
 

@@ -117,9 +117,9 @@ jobs:
     if: github.actor != 'github-classroom[bot]'
     steps:
       - name: Checkout code
-        uses: actions/checkout@v4
+        uses: actions/checkout@v5  # node24 runtime (v4: node20, deprecated)
       - name: Set up Python
-        uses: actions/setup-python@v5
+        uses: actions/setup-python@v6  # node24 runtime
         with:
           python-version: "3.11"
       - name: Install (torch first, as the CPU wheel; bubblewrap for the sandbox)

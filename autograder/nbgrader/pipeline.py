@@ -412,6 +412,9 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
           f"(trusted grading {trusted_done:.1f} s, then nbgrader; CPU {cpu.ru_utime + cpu.ru_stime:.1f} s)")
     for (student, unit), (days, penalty) in sorted(late.items()):
         print(f"late: {safe_name(student)}/{unit}: {lateness.note(days, penalty)}")
+    zero = rescore.all_zero_warning(results)
+    if zero:
+        print(zero)
     return {"scores": scores, "results": results, "late": late}
 
 

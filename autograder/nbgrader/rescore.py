@@ -73,3 +73,17 @@ def visible_report(result: dict, unit: str, test_id: str) -> str:
         return f"not graded: {record['message'] or 'the test did not run'}"
     text = f"{t['status']}: {t['name']} ({t['score']:g} / {t['max_score']:g})"
     return text + (f": {t['output']}" if t["status"] == "failed" and t["output"] else "")
+
+
+def all_zero_warning(results: dict[str, dict]) -> str | None:
+    """The warning for a class in which every student scored 0 in every unit graded (``results``:
+    {student: {"units": {unit: record}}}), or None. That is almost never the class's work: the
+    notebooks' answer cells were not filled (the released stubs handed back), or they are not
+    the notebooks the pipeline reads (``<unit>/<unit>.ipynb``: a renamed notebook is not collected)."""
+    units = [record for result in results.values() for record in result.get("units", {}).values()]
+    if not units or any(r.get("score", 0) for r in units) or not any(r.get("max_score", 0) for r in units):
+        return None
+    names = sorted({u for result in results.values() for u in result.get("units", {})})
+    return (f"warning: every one of the {len(results)} students scored 0 in every unit graded ({', '.join(names)}): "
+            "check that the notebooks' answer cells were filled in (a blank stub scores 0) and that each "
+            "notebook is named <unit>.ipynb in the student's <unit>/ folder, as released")

@@ -680,3 +680,27 @@ def test_every_readable_notebook_handed_in_is_graded(graded):
     assert len(graded_rows) == graded["notebooks"] - 1, (len(graded_rows), graded["notebooks"])  # all but zoe's
     # The time is reported, not asserted: this machine is shared (benchmarks/bench_nbgrader_cli.py measures it).
     print(f"{graded['seconds'] / graded['notebooks']:.1f} s per notebook, {graded['notebooks']} notebooks")
+
+
+def _unit(score: float, max_score: float = 10.0) -> dict:
+    return {"score": score, "max_score": max_score, "status": "graded", "tests": []}
+
+
+def test_a_class_that_scores_nothing_anywhere_is_warned_of():
+    """Issue 59: every student 0 in every unit is almost never the class's work (stubs handed back,
+    notebooks misnamed), so autograde says so; one point anywhere, or nothing to score, says nothing."""
+    from autograder.nbgrader.rescore import all_zero_warning
+
+    zeros = {s: {"units": {"attention": _unit(0), "multi_head": _unit(0)}} for s in ("alice", "bob")}
+    warning = all_zero_warning(zeros)
+    assert warning and "2 students" in warning and "attention, multi_head" in warning
+    assert "answer cells" in warning and "<unit>.ipynb" in warning
+    one_point = copy.deepcopy(zeros)
+    one_point["bob"]["units"]["multi_head"] = _unit(1)
+    assert all_zero_warning(one_point) is None
+    assert all_zero_warning({}) is None
+    assert all_zero_warning({"alice": {"units": {"attention": _unit(0, 0)}}}) is None
+
+
+def test_an_honest_class_gets_no_all_zero_warning(graded):
+    assert "scored 0 in every unit" not in graded["log"]

@@ -50,3 +50,33 @@ def test_the_section_runs_in_the_order_written(section, tmp_path):
               "Instructors: Gradescope": "autograder.zip",
               "Instructors: PrairieLearn": "course/questions/attention-course/info.json"}[section]
     assert expect in written, written[:20]
+
+
+def test_readme_moodle_import_names_the_mapping_fields_the_export_uses():
+    """Moodle's "Import grades from CSV" maps the file before it imports (issue 59): the README's
+    steps name the form's fields, the user column the gradebook is keyed by ([lms]
+    moodle_identifier, with the user field Moodle maps it to) and the columns the export writes."""
+    import csv
+
+    from autograder.core.manifest import load_course
+    from autograder.delivery.formats import MOODLE_IDENTIFIERS, lms_settings
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    body = text.split("## Instructors: the command line\n", 1)[1].split("\n## ", 1)[0]
+    steps = " ".join(body.split("Moodle's import (", 1)[1].split("\n\n", 2)[:2][1].split())
+    assert "imports as it is" not in " ".join(body.split()), "Moodle's import needs its mapping steps"
+    for field in ("Identify user by", "Map from", "Map to", "Grade item mappings", "Ignore", "Upload grades",
+                  "Force import"):
+        assert f"**{field}**" in steps or f'"{field}"' in steps, field
+    identifier = lms_settings(load_course(ROOT)).moodle_identifier
+    user_field = dict(zip(MOODLE_IDENTIFIERS, ("useremail", "useridnumber", "username")))
+    assert f"`{identifier}`" in steps and f"`{user_field[identifier]}`" in steps
+    for name, moodle in user_field.items():
+        assert f"`{name}` is `{moodle}`" in steps
+    with (ROOT / "tests" / "vendor" / "lms" / "moodle_export.csv").open(newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    assert identifier in header
+    for column in ("Course total", "Last downloaded from this course"):
+        assert any(c.startswith(column) for c in header) and f"`{column}`" in steps
+    assert "`(Real)`" in steps and "`(Feedback)`" in steps
+    assert all(re.search(r" \((Real|Feedback)\)\Z", c) for c in header[6:-1])
