@@ -494,3 +494,26 @@ def test_a_private_name_reaches_only_the_units_own_objects(tmp_path):
     assert torch.equal(got, torch.ones(2, 2))  # its own object: fine
     with pytest.raises(StudentError, match="private attributes only of its own classes"):
         subject.run(Call("attention", "causal_mask", (3,)))
+
+
+@pytest.mark.parametrize("route", ["forward_hook", "tensor_hook", "state_dict_hook"])
+def test_hooks_the_engine_runs_reach_no_removed_kernel(tmp_path, route):
+    """Deferred work in the places the engine runs a student's code for it (a module's forward hook,
+    a tensor's gradient hook in the engine's backward, a state_dict hook) meets the same refusal."""
+    body = {
+        "forward_hook": "        self.register_forward_hook(lambda m, i, o: F.group_norm(i[0], 1))\n",
+        "tensor_hook": "        pass\n",
+        "state_dict_hook": "        self.register_state_dict_post_hook(lambda m, sd, p, lv: F.group_norm(torch.ones(1, 2, 3), 1))\n",
+    }[route]
+    forward = ("        y = x * 1.0\n        y.register_hook(lambda g: F.group_norm(g, 1))\n        return y\n"
+               if route == "tensor_hook" else "        return x * 1.0\n")
+    subject = _unit(tmp_path, "transformer_block",
+                    "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
+                    "class LayerNorm(nn.Module):\n    def __init__(self, d, eps=1e-5, elementwise_affine=True, bias=True):\n"
+                    "        super().__init__()\n" + body + "    def forward(self, x):\n" + forward)
+    call = Call("transformer_block", New("LayerNorm", (3,)), (torch.randn(2, 3),),
+                grad_outputs=torch.ones(2, 3) if route == "tensor_hook" else None,
+                return_state=route == "state_dict_hook")
+    with pytest.raises(StudentError) as caught:
+        subject.run(call)
+    assert caught.value.kind == Failure.FORBIDDEN, caught.value.describe()
