@@ -58,8 +58,10 @@ def flash_attention(
     ``m`` of the scores seen so far, a running sum ``l`` of ``exp(score - m)``
     and a running output ``acc``. When a new tile raises the maximum, the old
     ``l`` and ``acc`` are rescaled by ``exp(m_old - m_new)``; at the end the
-    output is ``acc / l``. No tensor larger than (..., block_size, block_size)
-    of scores exists at any time (without autograd).
+    output is ``acc / l``. Here no tensor larger than (..., block_size,
+    block_size) of scores exists at any time (without autograd); the contract
+    on the API page asks less: no tensor holds a quarter of the L x S scores,
+    so tiling the queries alone, O(block_size x S), meets it too.
 
     Inputs:
       query: (..., L, E)

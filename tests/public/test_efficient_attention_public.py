@@ -16,12 +16,15 @@ pytestmark = pytest.mark.unit("efficient_attention")
 
 @pytest.mark.points(1)
 def test_flash_one_query_two_tiles(subject):
-    """one query, two keys in two tiles of one key: the output is softmax of the scaled scores times the values"""
+    """one query, two keys in two tiles of one key, the second scoring far higher (it raises the running max from 0 to 4.24): the output is softmax of the scaled scores times the values"""
     # Checks: E2.
-    q = torch.tensor([[[1.0, 0.0]]])  # (1, 1, 2)
-    k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
+    # Scaled scores 0 and 6 / sqrt(2): the second tile raises the running max m, so l and acc from the
+    # first tile count only after they are rescaled by exp(m_old - m_new). The right answer is 19.86;
+    # without that rescale it is 15.0 (neither), 10.1 (l alone) or 29.6 (acc alone).
+    q = torch.tensor([[[2.0, 0.0]]])  # (1, 1, 2)
+    k = torch.tensor([[[0.0, 1.0], [3.0, 0.0]]])  # (1, 2, 2)
     v = torch.tensor([[[10.0], [20.0]]])  # (1, 2, 1)
-    w = torch.softmax(torch.tensor([1.0, 0.0]) / math.sqrt(2.0), dim=0)
+    w = torch.softmax(torch.tensor([0.0, 6.0]) / math.sqrt(2.0), dim=0)
     got = subject.call("flash_attention", q, k, v, block_size=1)
     assert_close(got, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="flash_attention(block_size=1)")
 
