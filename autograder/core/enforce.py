@@ -175,11 +175,6 @@ def enforced(op: str) -> bool:
     return op in _families
 
 
-def refused() -> frozenset[str]:
-    """The families refused now."""
-    return _state.refused
-
-
 # -- the worker: removed for good ---------------------------------------------------------
 
 def remove(families: Iterable[str]) -> None:
