@@ -36,9 +36,10 @@ from autograder.core.results import GradeResult, TestResult, UnitResult
 from autograder.core.settings import DEFAULTS, Limits
 from autograder.core.shutdown import exit_code
 from autograder.delivery.batch import BatchInterrupted
-from autograder.delivery.formats import (LMS_LAYOUTS, lms_columns, lms_gradebook, lms_settings, read_lms_roster,
-                                         records_from_nbgrader_csv, to_junit, to_markdown,
-                                         unmatched_csv)
+from autograder.delivery.formats import to_junit, to_markdown
+from autograder.delivery.lms import (LMS_LAYOUTS, lms_columns, lms_gradebook, read_lms_roster,
+                                     records_from_nbgrader_csv, unmatched_csv)
+from autograder.delivery.lms_settings import lms_settings
 from autograder.delivery.classroom import Classroom
 from autograder.delivery.gradescope import Gradescope
 from autograder.delivery.prairielearn import PrairieLearn

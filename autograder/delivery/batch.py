@@ -64,7 +64,7 @@ from autograder.delivery import fingerprint as grader
 from autograder.delivery.batch_records import (DIGEST_BYTES, RESERVED_NAMES, Student, discover, extensions,
                                                late, read_mapping, record, stale, submission_time)
 from autograder.delivery.batch_summary import NEEDS_ATTENTION, closing_line, write_gradebook
-from autograder.delivery.formats import LmsRoster
+from autograder.delivery.lms import LmsRoster
 from autograder.delivery.submissions import collect
 from autograder.grading import forking, serve
 from autograder.grading import serve_channel as channel

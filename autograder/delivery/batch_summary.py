@@ -18,8 +18,9 @@ from autograder.core.manifest import Course
 from autograder.delivery import batch_records as records_of
 from autograder.delivery import class_report
 from autograder.delivery.atomic import atomic_write
-from autograder.delivery.formats import (LMS_LAYOUTS, LmsRoster, gradebook_csv, lms_gradebook, lms_settings,
-                                         markdown_text, unmatched_csv)
+from autograder.delivery.formats import gradebook_csv, markdown_text
+from autograder.delivery.lms import LMS_LAYOUTS, LmsRoster, lms_gradebook, unmatched_csv
+from autograder.delivery.lms_settings import lms_settings
 
 LISTED = 10  # students named in the command line's closing line, at most
 NEEDS_ATTENTION = 4  # the command line's exit code when ``needs_attention`` is not 0 (README, exit codes)

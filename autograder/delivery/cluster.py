@@ -29,7 +29,7 @@ from autograder.delivery import fingerprint as grader
 from autograder.delivery.batch import BatchInterrupted, Plan, Student, _one_line, _Runner, record_outcome
 from autograder.delivery.batch_records import record
 from autograder.delivery.batch_summary import write_gradebook
-from autograder.delivery.formats import LmsRoster
+from autograder.delivery.lms import LmsRoster
 from autograder.delivery.submissions import collect
 from autograder.grading.session import isolation_notice
 

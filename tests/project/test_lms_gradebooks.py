@@ -18,9 +18,9 @@ import pytest
 
 from conftest import ROOT
 from autograder.core.manifest import load_course
-from autograder.delivery.formats import (CANVAS_POINTS_LABEL, LmsSettings, lms_columns, lms_gradebook,
-                                         lms_settings, parse_lms_settings, read_lms_roster,
-                                         records_from_nbgrader_csv, unmatched_csv)
+from autograder.delivery.lms import (CANVAS_POINTS_LABEL, lms_columns, lms_gradebook, read_lms_roster,
+                                     records_from_nbgrader_csv, unmatched_csv)
+from autograder.delivery.lms_settings import LmsSettings, lms_settings, parse_lms_settings
 
 SAMPLES = ROOT / "tests" / "vendor" / "lms"
 CANVAS = SAMPLES / "canvas_export.csv"

@@ -48,7 +48,7 @@ from autograder.nbgrader import extract
 from autograder.nbgrader import pipeline as steps
 from autograder.authoring import stubgen
 from autograder.core.manifest import load_course
-from autograder.delivery.formats import records_from_nbgrader_csv
+from autograder.delivery.lms import records_from_nbgrader_csv
 
 COURSE = load_course(ROOT)
 BUILT = [u for u, spec in COURSE.units.items() if (COURSE.solutions / spec.file).is_file()]

@@ -59,7 +59,7 @@ def test_readme_moodle_import_names_the_mapping_fields_the_export_uses():
     import csv
 
     from autograder.core.manifest import load_course
-    from autograder.delivery.formats import MOODLE_IDENTIFIERS, lms_settings
+    from autograder.delivery.lms_settings import MOODLE_IDENTIFIERS, lms_settings
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     body = text.split("## Instructors: the command line\n", 1)[1].split("\n## ", 1)[0]
