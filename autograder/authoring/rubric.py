@@ -1,5 +1,5 @@
 """What a unit's tests are worth: the rubric the grading plugin records when it collects the suites
-(:class:`autograder.core.plugin.Rubric`, the same record a grade's results are made from), never
+(:class:`autograder.grading.plugin.Rubric`, the same record a grade's results are made from), never
 a second reading of the points markers.
 
 The collection imports the suites (torch, hypothesis, the course's helpers), so it runs in a
@@ -19,8 +19,8 @@ import sys
 from dataclasses import asdict
 
 from autograder.core.manifest import MANIFEST, ROOT_ENV, Course, load_course
-from autograder.core.plugin import Rubric
-from autograder.grading.errors import GraderError
+from autograder.grading.plugin import Rubric
+from autograder.core.errors import GraderError
 
 __all__ = ["Rubric", "rubric", "rubrics"]
 

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.core.errors import UsageError
+
 from autograder.core.results import NOT_IMPLEMENTED
 
 BEGIN = "### BEGIN SOLUTION"
@@ -31,7 +33,7 @@ class Region:
     owner: str  # the enclosing def/class, for the TODO text
 
 
-class MarkerError(ValueError):
+class MarkerError(UsageError):
     pass
 
 

@@ -1,6 +1,6 @@
 """A failed check as plain JSON that rebuilds it: the call that made the value, and what it should be.
 
-While a test runs, :class:`~autograder.core.protocol.UnitSubject` tells :func:`remember` every
+While a test runs, :class:`UnitSubject` tells :func:`remember` every
 call and its result. When a check fails, :func:`attach` finds the call whose result holds the
 value that was checked (by identity: the last call is often not the one checked) and records
 it on the error with the expected value and the tolerance. The grader's message then ends with
@@ -23,8 +23,10 @@ import keyword
 
 import torch
 
+from autograder.core.errors import UsageError
 from autograder.core import value_codec
-from autograder.core.protocol import Call, New, Result, leaves_of
+from autograder.core.i18n import N_, _, translate_text
+from autograder.core.protocol import Call, New, Result, Subject, leaves_of
 from autograder.core.value_codec import dtype_name
 
 MAX_ELEMENTS = 64  # per tensor: what a student can read in a message
@@ -137,7 +139,7 @@ class _Decoder(value_codec.Decoder):
 
     def tensor(self, x: dict) -> torch.Tensor:
         if not x.keys() <= _TENSOR_FIELDS:
-            raise ValueError("unexpected fields in a tensor")
+            raise UsageError(_("unexpected fields in a tensor"))
         dtype = self.dtype(x.get("dtype"))
         if x["tensor"] is None:
             return torch.empty(x["shape"], dtype=dtype, device="meta")
@@ -273,11 +275,15 @@ def loads(text: str) -> dict:
         data = json.loads(text)
         problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
     except RecursionError:
-        raise ValueError("the example is nested too deeply to be a case the grader wrote") from None
+        raise UsageError(_("the example is nested too deeply to be a case the grader wrote")) from None
+    except json.JSONDecodeError as error:
+        raise UsageError(_("the example is not JSON ({problem} at character {position})").format(
+            problem=translate_text(error.msg), position=error.pos)) from None
     if problem is not None:
         where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in problem.absolute_path).lstrip(".")
-        raise ValueError(f"the example is not a case the grader wrote ({where or 'the whole example'}: "
-                         f"{_clip(problem.message)})")
+        # The validator's words in the student's language (SCHEMA_PROBLEMS), then clipped.
+        raise UsageError(_("the example is not a case the grader wrote ({where}: {problem})").format(
+            where=where or _("the whole example"), problem=_clip(translate_text(problem.message))))
     raw = dict(data["call"])
     args, kwargs = raw.pop("args", []), raw.pop("kwargs", {})
     try:  # well formed, yet torch may refuse it: ragged lists, an unknown device, an int past int64
@@ -286,11 +292,44 @@ def loads(text: str) -> dict:
         call["kwargs"] = {k: _decode(v) for k, v in kwargs.items()}
         expected = _decode(data.get("expected"))
     except (RuntimeError, TypeError, OverflowError) as error:
-        raise ValueError(f"the example's values cannot be rebuilt: {_clip(str(error))}") from None
+        raise UsageError(_("the example's values cannot be rebuilt: {problem}").format(problem=_clip(str(error)))) from None
     return {"unit": data["unit"], "call": Call(**call), "part": data.get("part"), "what": data.get("what", "output"),
             "expected": expected, "atol": float(data.get("atol", 0.0)), "rtol": float(data.get("rtol", 0.0))}
+
+
+# What jsonschema and json say of a text that is not a case (the validators SCHEMA uses), for the
+# catalogue: a student reads them, in their language, inside the messages above.
+SCHEMA_PROBLEMS = (
+    N_("{value} is a required property"), N_("{value} is not of type {types}"),
+    N_("Additional properties are not allowed ({names} was unexpected)"),
+    N_("Additional properties are not allowed ({names} were unexpected)"), N_("{value} does not match {pattern}"),
+    N_("{value} is not valid under any of the given schemas"), N_("{value} is less than the minimum of {minimum}"),
+    N_("{value} is too long"), N_("{value} is not one of {values}"),
+    N_("Expecting value"), N_("Expecting property name enclosed in double quotes"), N_("Expecting ':' delimiter"),
+    N_("Expecting ',' delimiter"), N_("Extra data"), N_("Unterminated string starting at"),
+    N_("Invalid control character at"), N_("Invalid \\escape"), N_("Invalid \\uXXXX escape"),
+)
 
 
 def _clip(text: str, limit: int = 160) -> str:
     """A validator's message quotes the offending value: enough of it to recognise."""
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+class UnitSubject:
+    """A subject as one unit's tests see it (the suites' ``subject`` argument): the unit comes
+    from the test module's ``unit`` marker, so a suite writes ``subject.call("softmax", x)``
+    for the output of ``softmax(x)``, or ``subject.run(Call(subject.unit, ...))`` for a whole
+    :class:`Result` (gradients, state)."""
+
+    def __init__(self, subject: Subject, unit: str):
+        self.subject, self.unit = subject, unit
+
+    def run(self, call: Call) -> Result:
+        entry = remember(call)  # what a failed check's message rebuilds
+        entry[1] = self.subject.run(call)
+        return entry[1]
+
+    def call(self, target: str | New, *args, **kwargs):
+        """The output of ``target(*args, **kwargs)`` in this unit."""
+        return self.run(Call(self.unit, target, args, kwargs)).output

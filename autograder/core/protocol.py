@@ -5,7 +5,7 @@ A suite never imports student code. It describes what to run as a
 recipes) and receives a :class:`Result` (detached tensors, numbers, ``None``),
 or a :class:`StudentError`. Because nothing else crosses, the same suite runs
 against ``solutions/``, ``assignments/`` or any submission folder, in this
-process (:class:`autograder.core.subject.InProcessSubject`) or in a sandboxed
+process (:class:`autograder.trust.subject.InProcessSubject`) or in a sandboxed
 worker (:class:`autograder.sandbox.host.SandboxSubject`): both are a
 :class:`Subject`.
 """
@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
+from autograder.core.errors import AutograderError
 from autograder.core.i18n import _, translate_text
 from autograder.core.results import NOT_IMPLEMENTED
 
@@ -91,7 +92,7 @@ class Failure(StrEnum):
     FORBIDDEN = "Forbidden"  # the code asked for a kernel family (or a stand-in) its unit may not use
 
 
-class StudentError(Exception):
+class StudentError(AutograderError):
     """The code under test raised, returned something unusable, or ran too long.
 
     ``kind`` is a :class:`Failure`, or the name of the exception the code raised.
@@ -104,14 +105,13 @@ class StudentError(Exception):
     def describe(self) -> str:
         """What the student reads, in the language this process speaks: the grader's own messages
         (those of a :class:`Failure`, and ``where``) may come from the sandbox's box in English."""
-        if self.kind == "NotImplementedError":
-            text = _(NOT_IMPLEMENTED)
+        if self.kind == "NotImplementedError" and (not self.message.strip() or self.message.endswith(NOT_IMPLEMENTED)):
+            text = _(NOT_IMPLEMENTED)  # a stub's own (torch's NotImplementedError names an operator: shown as raised)
         elif self.kind in set(Failure):
             text = translate_text(self.message)
         else:
             text = _("your code raised {kind}: {message}").format(kind=self.kind, message=self.message)
         return _("{text} ({where})").format(text=text, where=translate_text(self.where)) if self.where else text
-
 
 
 class Subject(Protocol):
@@ -136,25 +136,6 @@ class Subject(Protocol):
         """Release what the subject holds (workers, folders); idempotent."""
 
 
-class UnitSubject:
-    """A subject as one unit's tests see it (the suites' ``subject`` argument): the unit comes
-    from the test module's ``unit`` marker, so a suite writes ``subject.call("softmax", x)``
-    for the output of ``softmax(x)``, or ``subject.run(Call(subject.unit, ...))`` for a whole
-    :class:`Result` (gradients, state)."""
-
-    def __init__(self, subject: Subject, unit: str):
-        self.subject, self.unit = subject, unit
-
-    def run(self, call: Call) -> Result:
-        from autograder.core import cases  # it builds on this module's types
-
-        entry = cases.remember(call)  # what a failed check's message rebuilds
-        entry[1] = self.subject.run(call)
-        return entry[1]
-
-    def call(self, target: str | New, *args, **kwargs):
-        """The output of ``target(*args, **kwargs)`` in this unit."""
-        return self.run(Call(self.unit, target, args, kwargs)).output
 
 
 def map_nested(value, leaf):

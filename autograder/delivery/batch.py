@@ -39,39 +39,33 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import queue
 import resource
-import select
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from rich.progress import Progress
 
 from autograder.core import lateness
+from autograder.core.errors import Interrupted
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
-from autograder.core.uploads import SubmissionError
+from autograder.trust.uploads import SubmissionError
 from autograder.delivery import fingerprint as grader
 from autograder.delivery.batch_records import (DIGEST_BYTES, RESERVED_NAMES, Student, discover, extensions,
                                                late, read_mapping, record, stale, submission_time)
 from autograder.delivery.batch_summary import NEEDS_ATTENTION, closing_line, write_gradebook
 from autograder.delivery.lms import LmsRoster
 from autograder.delivery.submissions import collect
-from autograder.grading import forking, serve
-from autograder.grading import serve_channel as channel
-from autograder.grading.errors import GraderError
+from autograder.grading import prerequisites
+from autograder.core.errors import GraderError
 from autograder.grading.session import GradingSession, isolation_notice
-from autograder.sandbox.resources import SandboxError
-from autograder.sandbox.pool import Pool
+from autograder.grading.supervisor import START_ERRORS, GraderProcess, one_line
 
 CHUNK = 5  # students per grade at most: bounds what a failure costs, and how long progress and results wait
 # What the batch's modules give the callers of this one (the command line, the tests).
@@ -79,103 +73,8 @@ __all__ = ["DIGEST_BYTES", "NEEDS_ATTENTION", "RESERVED_NAMES", "BatchInterrupte
            "Plan", "grade_batch", "read_mapping", "submission_time", "write_gradebook"]
 
 
-class BatchInterrupted(Exception):
+class BatchInterrupted(Interrupted):
     """SIGINT or SIGTERM stopped the batch; what was recorded stays, the rest is graded by the next run."""
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[-limit:]
-
-
-class _Server:
-    """One grader process (:mod:`autograder.grading.serve`) that grades its batch thread's chunks
-    one after another, so its start-up (its imports, more CPU than a student's grade) is paid
-    once per thread, not once per chunk. It spawns its workers from the batch's zygote.
-
-    :meth:`forked` ones inherit this process's imports; a replacement is :meth:`started` as a
-    fresh interpreter, since the batch's threads are running by then (no fork among threads).
-    Either runs in a session of its own: a Ctrl-C meant for the batch reaches the batch, which
-    stops it."""
-
-    def __init__(self, proc, log):
-        self.proc, self.log = proc, log  # log: a file, not a pipe: nothing to fill while we wait
-        self._buffer = b""
-
-    @classmethod
-    def started(cls, course: Course, units: list[str] | None, zygote: Pool) -> "_Server":
-        log = tempfile.TemporaryFile()
-        proc = zygote.popen_attached(
-            [sys.executable, "-m", "autograder.grading.serve", *(units or [])],
-            {**os.environ, "AUTOGRADER_COURSE_ROOT": str(course.root), "AUTOGRADER_SERVE_PARENT": str(os.getpid())},
-            cwd=course.root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-        return cls(proc, log)
-
-    @classmethod
-    def forked(cls, course: Course, units: list[str] | None, zygote: Pool, others: list["_Server"]) -> "_Server":
-        """``others``: the grader processes forked before, whose pipes the new one must not hold."""
-        log = tempfile.TemporaryFile()
-        request_r, request_w = os.pipe()
-        reply_r, reply_w = os.pipe()
-        stdin, stdout = os.fdopen(request_w, "wb"), os.fdopen(reply_r, "rb", buffering=0)
-        batch = os.getpid()
-        try:
-            pid = forking.fork(lambda: serve.main(units or [], course, parent=batch),
-                               (request_r, reply_w, os.dup(log.fileno())), pool=zygote, session=True,
-                               close=[stdin, stdout, *(f for o in others for f in (o.proc.stdin, o.proc.stdout))])
-        except BaseException:
-            for file in (stdin, stdout, log):
-                file.close()
-            raise
-        return cls(forking.Forked(pid, stdin, stdout), log)
-
-    def grade(self, paths: list[Path], report: Path, seconds: float) -> str | None:
-        """None once ``report`` holds the results; else why not (the process is then useless)."""
-        request = channel.encode(channel.GradeRequest(tuple(paths), report))
-        try:
-            self.proc.stdin.write(request)
-            self.proc.stdin.flush()
-        except OSError:
-            return self._ended()
-        deadline = time.monotonic() + seconds
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
-                return f"grader failure (time budget exhausted): grading took longer than its budget ({seconds:g} s)"
-            data = os.read(self.proc.stdout.fileno(), 1 << 16)  # (never through the buffered object)
-            if not data:
-                return self._ended()
-            self._buffer += data
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        reply = channel.decode_reply(line)
-        return None if isinstance(reply, channel.Graded) else f"grader failure: {_one_line(reply.error)}"
-
-    def _ended(self) -> str:
-        code = self.proc.wait()
-        self.log.seek(0)
-        return f"grader failure (exit {code}): {_one_line(self.log.read().decode('utf-8', 'replace'))}"
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the process and whatever it left in its session
-        except OSError:
-            pass
-        if self.proc.returncode is None:  # (a forked one may not have made its session yet)
-            try:
-                os.kill(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        """End of input: the process stops its zygote and exits; killed if it takes long."""
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
-        self.proc.wait()
-        self.proc.stdout.close()
-        self.log.close()
 
 
 class _Runner:
@@ -188,8 +87,8 @@ class _Runner:
         self.fingerprint = grader.fingerprint(course) if fingerprint is None else fingerprint
         self.extensions = extensions(course) if given is None else given
         self.stopping = threading.Event()
-        self._servers: dict[int, _Server] = {}  # batch thread -> its grader process
-        self._forked: list[_Server] = []  # grader processes forked for threads that have none yet
+        self._servers: dict[int, GraderProcess] = {}  # batch thread -> its grader process
+        self._forked: list[GraderProcess] = []  # grader processes forked for threads that have none yet
         # The zygote the grader processes spawn their workers from: the batch's own, replaced if it ends.
         self.session = GradingSession(course, own=True)
         # Re-entrant: SIGINT's handler (stop) runs in the main thread, which may hold it then.
@@ -214,10 +113,9 @@ class _Runner:
             pass  # the suites cannot be collected: each chunk's grade says why
         while len(self._forked) < servers and not self.stopping.is_set():
             try:
-                # (the session is the batch's own: its pool is a Pool)
-                self._forked.append(_Server.forked(self.course, self.units, cast(Pool, self.session.pool),
-                                                   self._forked))
-            except (OSError, SandboxError):
+                self._forked.append(GraderProcess.forked(self.course, self.units, self._zygote_alive(),
+                                                         self._forked))
+            except START_ERRORS:
                 return
 
     def start_zygote(self) -> None:
@@ -226,10 +124,10 @@ class _Runner:
         with self._lock:
             try:
                 self._zygote_alive()
-            except (OSError, SandboxError):
+            except START_ERRORS:
                 pass  # tried again for each grader process, whose chunk records why it failed
 
-    def _zygote_alive(self) -> Pool:
+    def _zygote_alive(self):
         """The batch's zygote (under ``_lock``); one that ended (killed, say) is replaced, so its
         end costs only the chunks it was grading, which are graded again."""
         return self.session.alive()
@@ -271,9 +169,9 @@ class _Runner:
                 server = self._servers[threading.get_ident()] = self._forked.pop()
             if server is None:
                 try:
-                    server = _Server.started(self.course, self.units, self._zygote_alive())
-                except (OSError, SandboxError) as error:
-                    return f"grader failure: the sandbox could not start: {_one_line(str(error))}"
+                    server = GraderProcess.started(self.course, self.units, self._zygote_alive())
+                except START_ERRORS as error:
+                    return f"grader failure: the sandbox could not start: {one_line(str(error))}"
                 self._servers[threading.get_ident()] = server
         why = server.grade(paths, report, seconds)
         if why is not None:  # a fresh process for the next chunk: nothing of a failure carries over
@@ -289,7 +187,7 @@ class _Runner:
                 try:
                     ready.append((student, collect(student.source, Path(tmp) / "subs" / f"{i:04d}", self.course)))
                 except SubmissionError as error:
-                    record(self.out, student, _one_line(str(error)), None, fingerprint=self.fingerprint)
+                    record(self.out, student, one_line(str(error)), None, fingerprint=self.fingerprint)
             if ready:
                 self._grade_ready(ready, Path(tmp) / "report.json")
 
@@ -317,8 +215,9 @@ class _Runner:
             except (OSError, ValueError, KeyError, TypeError):
                 results, why = None, "grader failure: its report could not be read"
         if results is not None and len(results) == len(ready):
-            for (student, _), result in zip(ready, results):
+            for (student, path), result in zip(ready, results):
                 result.submission = student.name  # never the temporary path
+                prerequisites.annotate(self.course, result, path, stand_ins=True)  # the units it builds on
             return [(student, result, None) for (student, _), result in zip(ready, results)]
         if len(ready) > 1:  # one student's upload broke the chunk: find whose
             return [outcome for one in ready for outcome in self.outcomes([one], report)]

@@ -24,9 +24,10 @@ from pathlib import Path
 
 from autograder.core.manifest import Course, load_course
 from autograder.core.results import GradeResult
-from autograder.core.uploads import SubmissionError
+from autograder.trust.uploads import SubmissionError
 from autograder.delivery import fingerprint as grader
-from autograder.delivery.batch import BatchInterrupted, Plan, Student, _one_line, _Runner, record_outcome
+from autograder.delivery.batch import BatchInterrupted, Plan, Student, _Runner, record_outcome
+from autograder.grading.supervisor import one_line
 from autograder.delivery.batch_records import record
 from autograder.delivery.batch_summary import write_gradebook
 from autograder.delivery.lms import LmsRoster
@@ -92,7 +93,7 @@ def grade_batch_cluster(course: Course, submissions: Path, out: Path, scheduler:
                 try:
                     folder = collect(student.source, Path(tmp) / f"{i:04d}", course)
                 except SubmissionError as error:
-                    record(out, student, _one_line(str(error)), None, fingerprint=plan.fingerprint)
+                    record(out, student, one_line(str(error)), None, fingerprint=plan.fingerprint)
                     progress.advance(task)
                     continue
                 files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
@@ -104,7 +105,7 @@ def grade_batch_cluster(course: Course, submissions: Path, out: Path, scheduler:
                 try:
                     outcome = future.result()
                 except Exception as error:  # the task itself failed (a worker lost, say): graded again next run
-                    outcome = {"why": f"grader failure: the cluster's task failed: {_one_line(repr(error))}"}
+                    outcome = {"why": f"grader failure: the cluster's task failed: {one_line(repr(error))}"}
                 result = GradeResult.from_dict(outcome["result"]) if "result" in outcome else None
                 record_outcome(course, out, plan.fingerprint, plan.extensions, futures[future], result,
                                outcome.get("why"))

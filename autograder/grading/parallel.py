@@ -25,7 +25,7 @@ from pathlib import Path
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.grading import forking
-from autograder.grading.errors import GraderError
+from autograder.core.errors import GraderError
 
 
 def usable_cpus() -> int:

@@ -34,7 +34,7 @@ import sys
 
 from autograder.core.manifest import Course, load_course
 from autograder.grading import serve_channel as channel
-from autograder.grading.errors import GraderError
+from autograder.core.errors import GraderError
 from autograder.grading.session import GradingSession
 
 

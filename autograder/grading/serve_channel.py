@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from autograder.core.errors import AutograderError
+
 
 class Reply(StrEnum):
     """The field that says which reply a line is."""
@@ -45,7 +47,7 @@ Message = GradeRequest | Graded | Failed
 _REQUEST_FIELDS = {"folders", "report"}
 
 
-class MalformedLine(ValueError):
+class MalformedLine(AutograderError, ValueError):
     """A line of this channel that is not one of its messages."""
 
 

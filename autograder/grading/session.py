@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 
 from autograder.core.i18n import _
 from autograder.core.manifest import Course
-from autograder.grading.errors import GraderError
+from autograder.core.errors import GraderError
 from autograder.grading.forking import import_grader
 
 if TYPE_CHECKING:  # (imported where the zygote starts: alive)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 # What a worker imports, copied whole into the box: nothing else of the engine (no grading,
 # no delivery, no course data) is there. tests/project/test_layers.py checks the worker needs no more.
-BOXED = ("core", "sandbox/inside")
+BOXED = ("core", "trust", "sandbox/inside")
 SYSTEM_DIRS = ("usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc")
 
 

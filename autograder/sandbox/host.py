@@ -1,6 +1,6 @@
 """The trusted side of sandboxed grading: :class:`SandboxSubject`.
 
-It has the interface of :class:`~autograder.core.subject.InProcessSubject` and
+It has the interface of :class:`~autograder.trust.subject.InProcessSubject` and
 gives the same results on honest code, but the submission runs in worker
 processes (see :mod:`autograder.sandbox.inside.worker` for what each mode hides), one per
 unit: a worker sees the stand-ins of its unit's dependencies only, never its
@@ -8,7 +8,7 @@ own unit's. Calls and results cross a pipe as JSON plus raw tensor bytes
 (:mod:`autograder.sandbox.inside.transport`); everything that comes back is validated and
 redacted here before a test sees it, and every way a worker can fail (hang,
 crash, exit, run out of memory, flood its output, stop reading, send
-garbage) becomes a :class:`~autograder.core.subject.StudentError` for that call,
+garbage) becomes a :class:`~autograder.trust.subject.StudentError` for that call,
 after which a fresh worker serves the next one.
 
 Time is bounded per call (``timeout``, 10 s by default), per test
@@ -26,7 +26,7 @@ bug, cheap: it costs a unit two call limits, each with the kill grace when the
 loop swallows the interruption (2 x 12 s by default), where it used to cost one
 per test until the unit's budget ran out (over 300 s). One time-out is not
 enough to stop a unit: a single call can be slow on a loaded machine or on one
-large input. The rule is :class:`~autograder.core.subject.Timeouts`, shared
+large input. The rule is :class:`~autograder.trust.subject.Timeouts`, shared
 with the in-process subject so both modes fail the same calls; here the host
 keeps the count (a worker killed over its limit forgets its own), and a call
 counts when it failed with a time-out after at least ``timeout`` seconds (an
@@ -59,13 +59,13 @@ from pathlib import Path
 from typing import cast
 
 from autograder.core import redact
-from autograder.core.forbidden import ERASED_NAME, HANDED, STAND_INS
+from autograder.trust.forbidden import ERASED_NAME, HANDED, STAND_INS
 from autograder.core.i18n import N_
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
 from autograder.core.settings import DEFAULTS, Limits
-from autograder.core.subject import Timeouts
-from autograder.core.uploads import SubmissionError, walk
+from autograder.trust.subject import Timeouts
+from autograder.trust.uploads import SubmissionError, walk
 from autograder.sandbox import ipc
 from autograder.sandbox.inside import transport
 from autograder.sandbox.inside.limits import rlimits
@@ -84,7 +84,7 @@ SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
 def copy_submission(folder: Path, box: Path, uid: int | None,
                     limits: Limits = DEFAULTS) -> tuple[list[str], str | None]:
     """Copy ``folder``'s files into ``box`` without recursion, within the limits of
-    :func:`autograder.core.uploads.walk` and ``limits``' copy sizes (the box holds ``box_tmp``);
+    :func:`autograder.trust.uploads.walk` and ``limits``' copy sizes (the box holds ``box_tmp``);
     returns the paths refused (links that leave the folder) and why the submission cannot be
     graded at all (or None)."""
     refused, total = [], 0

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from autograder.core.errors import AutograderError
 from autograder.sandbox import ipc
 from autograder.sandbox.inside.procs import live_processes
 
@@ -32,7 +33,7 @@ USED_UIDS: list[int] = []
 USED_FOLDERS: list[str] = []
 
 
-class SandboxError(Exception):
+class SandboxError(AutograderError):
     """The sandbox itself failed (never the submission's fault)."""
 
 

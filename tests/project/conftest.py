@@ -127,13 +127,13 @@ def _grade_key(folder: Path, unit_args: list[str], extra: tuple[str, ...]) -> st
 
 
 # The platforms' own artefacts (the JUnit XSD, PrairieLearn's question schema, Classroom's
-# reporter) are the files tests/vendor/*/SOURCE.md names. They are third-party files this
-# workplace does not let a developer commit, so they are looked up in $ATTN_VENDOR_DIR (default
+# reporter) are the files tests/vendor/*/SOURCE.md names. They are third-party files, not
+# committed here, so they are looked up in $ATTN_VENDOR_DIR (default
 # ~/.cache/attention-course/vendor), and a test that needs one skips, naming it, where it is
 # absent. `make vendor` (part of `make test`) puts there what a package registry publishes, at a
 # pinned sha256: the XSD, from pytest's sdist; the other two are on no registry and are put
-# there by hand. The schemas written here from the platforms' docs (Gradescope's and
-# PrairieLearn's results) are in tests/vendor/ itself.
+# there by hand (tests/vendor/README.md says from where). The schemas written here from the
+# platforms' docs (Gradescope's and PrairieLearn's results) are in tests/vendor/ itself.
 THIRD_PARTY = Path(os.environ.get("ATTN_VENDOR_DIR") or Path.home() / ".cache" / "attention-course" / "vendor")
 
 
@@ -195,3 +195,33 @@ def pytest_unconfigure(config):
         import shutil
 
         shutil.rmtree(os.environ.pop(CACHE_ENV, ""), ignore_errors=True)
+
+
+# Where a run's time goes (.ci/run names a file in $ATTN_TEST_DURATIONS; .ci/durations.py prints it):
+# the controller (or a run without xdist), which sees every worker's reports, writes one JSON line a
+# test: its id, its xdist group ("" for none), its worker, the seconds of its setup, call and teardown
+# (a session fixture's setup counts in the first test that asks for it), and when it started and stopped.
+DURATIONS_ENV = "ATTN_TEST_DURATIONS"
+_TIMES: dict[str, dict] = {}
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get(DURATIONS_ENV):
+        return
+    nodeid, group = report.nodeid, ""
+    head, at, tail = nodeid.rpartition("@")  # xdist's "<id>@<group>" (pytest_collection_modifyitems)
+    if at and "::" not in tail and "]" not in tail:
+        nodeid, group = head, tail
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    entry = _TIMES.setdefault(nodeid, {"id": nodeid, "group": group, "worker": getattr(gateway, "id", "main"),
+                                       "setup": 0.0, "call": 0.0, "teardown": 0.0, "start": report.start})
+    entry[report.when] = round(report.duration, 3)
+    entry["stop"] = report.stop
+
+
+def pytest_sessionfinish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get(DURATIONS_ENV):
+        return
+    path = Path(os.environ[DURATIONS_ENV])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in _TIMES.values()), encoding="utf-8")

@@ -42,7 +42,7 @@ def materialize(attack: dict, base: Path) -> Path:
 
 def scan(attack: dict, folder: Path) -> list:
     """What the grader's two static scans (forbidden names, allow-list) find in the materialized file."""
-    from autograder.core import allowlist, forbidden
+    from autograder.trust import allowlist, forbidden
 
     spec = COURSE.units[attack["unit"]]
     path = Path(folder) / spec.file

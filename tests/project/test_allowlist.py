@@ -1,11 +1,11 @@
-"""The allow-list scan (autograder/core/allowlist.py): every honest file the project holds
+"""The allow-list scan (autograder/trust/allowlist.py): every honest file the project holds
 (references, alternatives, stubs, the mutant catalogue) passes with no finding, and each
 known way around a ban list is refused."""
 from __future__ import annotations
 
 import pytest
 
-from autograder.core.allowlist import scan, scan_file
+from autograder.trust.allowlist import scan, scan_file
 from autograder.core.manifest import load_course
 import mutants
 from conftest import ROOT

@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 
 from conftest import ROOT, attn_course, grade_json
+import hostile_cases
 import mutants
 from autograder.core.manifest import load_course
-from autograder.delivery.batch import Student, _chunks, _Runner, _Server, discover
+from autograder.delivery.batch import Student, _chunks, _Runner, discover
+from autograder.grading.supervisor import GraderProcess
 from autograder.sandbox.pool import Pool
 
 sys.path.insert(0, str(ROOT / "tests" / "hostile" / "batch"))
@@ -132,7 +134,7 @@ def test_a_grader_process_grades_its_next_chunk_as_a_fresh_one_would(tmp_path):
     disk, a search of the loaded modules for a correct answer, processes left behind in
     sessions of their own)."""
     subs = tmp_path / "subs"
-    hostile = [ROOT / "tests" / "hostile" / n for n in ("forged_results", "sys_modules", "session_children")]
+    hostile = [hostile_cases.write(n, tmp_path / "hostile") for n in ("forged_results", "sys_modules", "session_children")]
     mutants.write("attention.py", next(m for m in mutants.load("attention") if m["name"] == "no_scale"), subs / "bob")
     honest = subs / _honest(subs, "carol")
     server = subprocess.Popen([sys.executable, "-m", "autograder.grading.serve", "attention"], cwd=ROOT,
@@ -154,7 +156,7 @@ def test_a_grader_process_grades_its_next_chunk_as_a_fresh_one_would(tmp_path):
 LATER_GRADES = """
 import json, sys
 from pathlib import Path
-from autograder.core import plugin
+from autograder.grading import plugin
 from autograder.core.manifest import load_course
 from autograder.grading.grade import collect_suites, grade
 skipped, ask = [], plugin.GradingPlugin.pytest_ignore_collect
@@ -176,7 +178,7 @@ print(json.dumps(grades))
 
 def test_a_process_grades_other_units_after_one_as_a_fresh_one_would(tmp_path):
     """A process's later grades collect only the test modules of their units, as its first
-    collection learnt them (autograder.core.plugin): one that collected and graded one unit
+    collection learnt them (autograder.grading.plugin): one that collected and graded one unit
     skips the others' modules, and still runs every test of the units it grades next."""
     bob = tmp_path / "bob"
     mutants.write("positional_encoding.py", mutants.load("positional_encoding")[0], bob)  # the rest: solutions
@@ -216,7 +218,7 @@ def test_grader_processes_forked_one_after_another_hold_only_their_own_pipes(tmp
     servers = []
     try:
         for _ in range(2):
-            servers.append(_Server.forked(course, ["attention"], pool, list(servers)))
+            servers.append(GraderProcess.forked(course, ["attention"], pool, list(servers)))
         first, second = servers
         assert second.grade([subs / "bob", honest], tmp_path / "report.json", 300.0) is None  # (set up by now)
         ours = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (first.proc.stdin, first.proc.stdout)}

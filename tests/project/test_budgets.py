@@ -21,7 +21,7 @@ from conftest import ROOT
 from autograder.core.manifest import load_course
 from autograder.core.protocol import Call, Failure, Result, StudentError
 from autograder.core.settings import DEFAULTS
-from autograder.core.subject import InProcessSubject
+from autograder.trust.subject import InProcessSubject
 from autograder.sandbox.host import SandboxSubject
 from test_sandbox import RAW, drive, leftovers
 

@@ -18,8 +18,8 @@ from hypothesis import given, settings, strategies as st
 import mutants
 from conftest import ROOT, attn_course, grade_json
 from autograder.core.manifest import load_course
-from autograder.core.determinism import pin_local_constants
-from autograder.grading.errors import GraderError
+from autograder.grading.determinism import pin_local_constants
+from autograder.core.errors import GraderError
 
 COURSE = load_course(ROOT)
 BUILT = [u.name for u in COURSE.units.values() if (COURSE.solutions / u.file).is_file()]

@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.core import enforce
-from autograder.core.forbidden import Use, scan_file, scan_source
-from autograder.core.loader import LoadError, load_unit, read_source
+from autograder.trust import enforce
+from autograder.trust.forbidden import Use, scan_file, scan_source
+from autograder.trust.loader import LoadError, load_unit
+from autograder.trust.source import read_source
 from autograder.core.manifest import load_course
 from autograder.core.protocol import Call, Failure, New, StudentError
-from autograder.core.subject import InProcessSubject
+from autograder.trust.subject import InProcessSubject
+import hostile_cases
 import mutants
 from conftest import ROOT, grade_json
 
@@ -169,7 +171,7 @@ def test_the_unit_runs_with_the_builtins_the_scan_approved(tmp_path):
         ("import ctypes", "ctypes"),
         ("import gc\ngc.get_objects()", "gc"),
         ("import sys\nm = sys.modules['torch']", "sys.modules"),
-        ("import autograder.core.forbidden", "autograder"),
+        ("import autograder.trust.forbidden", "autograder"),
         ("f = g.__globals__", "__globals__"),
         ("class T:\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        pass", "__torch_function__"),
         ("import sys\nf = sys._getframe(1).f_back", "sys._getframe"),
@@ -428,8 +430,7 @@ def test_an_entry_that_is_a_torch_function_is_refused(tmp_path):
 
 # -- the hostile corpus: each route scores 0, named ----------------------------------------
 
-HOSTILE = ROOT / "tests" / "hostile"
-CASES = {  # folder -> (unit, what the message must name)
+CASES = {  # case (tests/project/hostile_cases.py) -> (unit, what the message must name)
     # F.softmin calls Tensor.softmax, which the worker erased (in process, softmax's kernel refuses).
     "forbidden_softmin": ("attention", ["attention.py", "at run time"]),
     "forbidden_eval": ("attention", ["eval (line 7)"]),  # refused builtins are absent at run time too
@@ -455,8 +456,9 @@ def _check_case(name: str, result: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def hostile_results():
-    folders = [HOSTILE / name for name in CASES]
+def hostile_results(tmp_path_factory):
+    base = tmp_path_factory.mktemp("forbidden")
+    folders = [hostile_cases.write(name, base) for name in CASES]
     units = sorted({unit for unit, _ in CASES.values()})
     return dict(zip(CASES, grade_json(folders, units, "--no-sandbox")))
 
@@ -467,8 +469,8 @@ def test_each_route_scores_zero_and_is_named(hostile_results, name):
     _check_case(name, hostile_results[name])
 
 
-def test_a_route_is_caught_in_the_sandbox():
-    [result] = grade_json([HOSTILE / "forbidden_softmin"], ["attention"])
+def test_a_route_is_caught_in_the_sandbox(tmp_path):
+    [result] = grade_json([hostile_cases.write("forbidden_softmin", tmp_path)], ["attention"])
     _check_case("forbidden_softmin", result)
 
 

@@ -21,21 +21,25 @@ ENGINE = ROOT / "autograder"
 # Folder -> its layer; a module may import folders of a strictly lower layer, and its own.
 LAYERS = {
     "core": 0,
-    "testing": 1, "sandbox": 1,
-    "grading": 2,
-    "authoring": 3,
-    "delivery": 4,
-    "nbgrader": 5,  # a delivery path built on delivery's own (the class report)
-    "cli": 6,  # autograder/cli.py and autograder/__init__.py
+    "trust": 1,
+    "testing": 2, "sandbox": 2,
+    "grading": 3,
+    "authoring": 4,
+    "delivery": 5,
+    "nbgrader": 6,  # a delivery path built on delivery's own (the class report)
+    "cli": 7,  # autograder/cli.py and autograder/__init__.py
 }
+# Folder -> the lower layers it may still not import: delivery grades through grading's one entry,
+# never a sandbox of its own.
+NEVER = {"delivery": {"sandbox"}}
 # Folders of data, not layers: the engine's message catalogues (autograder/core/i18n.py).
 DATA = ("locale",)
 # What the box holds besides core (autograder.sandbox.contents.BOXED): it may import only these.
-BOXED = {"core", "sandbox.inside"}
+BOXED = {"core", "trust", "sandbox.inside"}
 
 
 def _folder(module: str) -> str:
-    """'autograder.core.subject' (or 'autograder.core') -> 'core'; the package's own top-level
+    """'autograder.trust.subject' (or 'autograder.core') -> 'core'; the package's own top-level
     modules (autograder, autograder.cli) count as 'cli'."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and (ENGINE / parts[1]).is_dir() else "cli"
@@ -76,7 +80,53 @@ def _violations(modules: dict[str, Path]) -> list[str]:
                 bad.append(f"{where}: sandbox/inside may import only {sorted(BOXED)} (it is copied alone into the box)")
             elif theirs != mine and LAYERS[theirs] >= LAYERS[mine]:
                 bad.append(f"{where}: {mine} (layer {LAYERS[mine]}) may not import {theirs} (layer {LAYERS[theirs]})")
+            elif theirs in NEVER.get(mine, ()):
+                bad.append(f"{where}: {mine} may not import {theirs} (it goes through grading)")
     return bad
+
+
+def _circles(modules: dict[str, Path]) -> list[list[str]]:
+    """The import circles among ``modules`` (imports at any depth of a file count: a deferred import
+    is a circle deferred), each as the modules of one strongly connected component."""
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        for _, target in _imports(path):
+            while target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target != name:
+                graph[name].add(target)
+    for name, path in modules.items():  # `from autograder.core import cases` names the module cases
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                graph[name] |= {f"{node.module}.{a.name}" for a in node.names} & set(modules) - {name}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
 
 
 def test_every_engine_folder_is_a_known_layer():
@@ -91,14 +141,31 @@ def test_engine_imports_only_downwards():
     assert _violations(_modules()) == []
 
 
+def test_no_import_circle():
+    """No engine module reaches itself through imports, deferred ones included."""
+    assert _circles(_modules()) == []
+
+
+def test_circle_check_finds_a_deferred_circle(tmp_path):
+    (tmp_path / "a.py").write_text("from autograder.core import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    from autograder.core.a import x\n")
+    (tmp_path / "c.py").write_text("from autograder.core.a import y\n")
+    found = _circles({"autograder.core.a": tmp_path / "a.py", "autograder.core.b": tmp_path / "b.py",
+                      "autograder.core.c": tmp_path / "c.py"})
+    assert found == [["autograder.core.a", "autograder.core.b"]], found
+
+
 def test_layer_check_catches_an_upward_import(tmp_path):
     """The check itself fails on core importing grading, and on the box importing the host side."""
     (tmp_path / "core").mkdir()
     (tmp_path / "core" / "bad.py").write_text("from autograder.grading.grade import grade\n")
     (tmp_path / "inside.py").write_text("from autograder.sandbox import host\n")
+    (tmp_path / "batch.py").write_text("from autograder.sandbox.pool import Pool\n")
     found = _violations({"autograder.core.bad": tmp_path / "core" / "bad.py",
-                         "autograder.sandbox.inside.worker": tmp_path / "inside.py"})
-    assert len(found) == 2 and "core (layer 0) may not import grading" in found[0] and "copied alone" in found[1], found
+                         "autograder.sandbox.inside.worker": tmp_path / "inside.py",
+                         "autograder.delivery.batch": tmp_path / "batch.py"})
+    assert len(found) == 3 and "core (layer 0) may not import grading" in found[0] and "copied alone" in found[1] \
+        and "delivery may not import sandbox" in found[2], found
 
 
 def _course_words() -> tuple[set[str], set[str]]:
@@ -238,3 +305,88 @@ def test_platform_check_catches_a_platform_importing_another(tmp_path):
                                         "autograder.delivery.three": tmp_path / "three.py"})
     assert platforms == {"autograder.delivery.one", "autograder.delivery.two"}, platforms
     assert len(bad) == 1 and bad[0].startswith("autograder.delivery.two imports autograder.delivery.one:"), bad
+
+
+# -- each layer's public face ------------------------------------------------------------------
+#
+# A layer's ``__init__`` lists, as ``__all__``, the modules other layers and the course (its
+# files, its suites) may import; the rest are the layer's own. The project's tests may reach any.
+PROTOCOL = {"Call", "New", "Result", "Failure", "StudentError", "Subject", "leaves_of", "map_nested"}
+USERS = (ENGINE, ROOT / "course", ROOT / "tests" / "hidden", ROOT / "tests" / "public")
+
+
+def _faces() -> dict[str, list[str]]:
+    """Folder -> its ``__all__``, read from its ``__init__.py`` without importing it."""
+    faces = {}
+    for folder in LAYERS:
+        init = ENGINE / folder / "__init__.py"
+        if init.is_file():
+            tree = ast.parse(init.read_text(encoding="utf-8"))
+            faces[folder] = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                                  and [getattr(t, "id", None) for t in n.targets] == ["__all__"]), None)
+    return faces
+
+
+def _reaches(files: list[tuple[str, Path]], modules: dict[str, Path], faces: dict[str, list[str]]) -> list[str]:
+    """Imports of another layer's module that its ``__all__`` does not list (``files``: (the
+    importer's folder, or "" outside the engine, and its path))."""
+    bad = []
+    for mine, path in files:
+        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+        for node in ast.walk(_parsed(path)):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("autograder."):
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                         for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("autograder.")]
+            for target in names:
+                parts = target.split(".")
+                folder = _folder(target)
+                if folder == "cli" or folder == mine or len(parts) < 3:
+                    continue
+                if parts[2] not in (faces.get(folder) or ()):
+                    bad.append(f"{shown}:{node.lineno} imports {target}, which "
+                               f"autograder/{folder}/__init__.py's __all__ does not list")
+    return bad
+
+
+def _parsed(path: Path) -> ast.AST:
+    """``path``'s tree; an empty one for a file that does not compile (a hostile case's, on purpose)."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _users() -> list[tuple[str, Path]]:
+    return [(_folder(".".join(p.relative_to(ROOT).with_suffix("").parts)) if p.is_relative_to(ENGINE) else "", p)
+            for top in USERS for p in sorted(top.rglob("*.py"))]
+
+
+def test_every_layer_lists_its_public_modules():
+    modules = _modules()
+    faces = _faces()
+    assert {f for f, face in faces.items() if face is None} == set(), "a layer without __all__"
+    missing = [f"{folder}.{name}" for folder, face in faces.items() for name in face
+               if f"autograder.{folder}.{name}" not in modules]
+    assert not missing, f"__all__ names no such module: {missing}"
+    assert _reaches(_users(), modules, faces) == []
+
+
+def test_protocol_types_are_imported_from_the_protocol():
+    """Call, Result and the rest come from autograder.core.protocol, never through another module."""
+    bad = [f"{p.relative_to(ROOT)}:{n.lineno} imports {sorted(PROTOCOL & {a.name for a in n.names})} from {n.module}"
+           for top in (*USERS, ROOT / "tests") for p in sorted(top.rglob("*.py"))
+           for n in ast.walk(_parsed(p))
+           if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("autograder.")
+           and n.module != "autograder.core.protocol" and PROTOCOL & {a.name for a in n.names}]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_face_check_catches_an_unlisted_module(tmp_path):
+    user = tmp_path / "user.py"
+    user.write_text("from autograder.trust.loader import load_unit\nfrom autograder.trust import enforce\n")
+    modules = {"autograder.trust.loader": user, "autograder.trust.enforce": user}
+    found = _reaches([("grading", user)], modules, {"trust": ["enforce"]})
+    assert len(found) == 1 and "autograder.trust.loader" in found[0], found

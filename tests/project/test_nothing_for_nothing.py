@@ -2,24 +2,25 @@
 that compute nothing (constant, zero, uniform, identity) earn at most the points
 of the unit's pure shape checks, the list its hidden suite keeps as SHAPE_CHECKS.
 
-The hostile answers are tests/hostile/constant_*/ and shape_only_*/, one unit
-file each. They are graded in-process: this tests the suites, not the sandbox.
+The hostile answers are the corpus's constant_* and shape_only_* cases (tests/hostile/: folders,
+or patches of them in patches.toml; tests/project/hostile_cases.py writes either), one unit file
+each. They are graded in-process: this tests the suites, not the sandbox.
 """
 from __future__ import annotations
 
 import ast
 
 from conftest import ROOT, grade_json
+import hostile_cases
 from autograder.core.manifest import load_course
 
 COURSE = load_course(ROOT)
-HOSTILE = ROOT / "tests" / "hostile"
-CASES = sorted(p.name for p in HOSTILE.iterdir() if p.is_dir() and p.name.startswith(("constant_", "shape_only_")))
+CASES = sorted(n for n in hostile_cases.NAMES if n.startswith(("constant_", "shape_only_")))
 
 
 def unit_of(case: str) -> str:
-    """The unit whose file the case folder holds (exactly one)."""
-    units = [u.name for u in COURSE.units.values() if (HOSTILE / case / u.file).is_file()]
+    """The unit whose file the case holds (exactly one)."""
+    units = [u.name for u in COURSE.units.values() if u.file in hostile_cases.files(case)]
     assert len(units) == 1, f"{case} must hold exactly one unit file, holds {units}"
     return units[0]
 
@@ -56,9 +57,9 @@ def test_every_unit_has_a_constant_answer():
     assert {unit_of(c) for c in CASES} == set(COURSE.units)
 
 
-def test_constant_answers_earn_only_shape_points():
+def test_constant_answers_earn_only_shape_points(tmp_path):
     # One test, so that one grading run serves every case (xdist would split a parametrized one).
     units = sorted({unit_of(c) for c in CASES})
-    results = grade_json([HOSTILE / c for c in CASES], units, "--no-sandbox")
+    results = grade_json([hostile_cases.write(c, tmp_path) for c in CASES], units, "--no-sandbox")
     found = [p for case, r in zip(CASES, results) for p in problems_of(case, r["units"][unit_of(case)])]
     assert not found, "\n".join(found)

@@ -22,7 +22,7 @@ from conftest import ROOT
 
 SCRIPT = textwrap.dedent(r"""
     import json, sys, torch
-    from autograder.core import enforce, loader
+    from autograder.trust import enforce, loader
     from autograder.core.manifest import load_course
 
     course = load_course()

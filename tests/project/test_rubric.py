@@ -2,7 +2,7 @@
 (``autograder.authoring.rubric``), for the CLI's refused folders, the batch's gradebook, the
 notebooks' cells and these tests alike; nothing reads the points markers a second time.
 
-A parametrized graded test is one property (``autograder/core/plugin.py``): one test id, worth
+A parametrized graded test is one property (``autograder/grading/plugin.py``): one test id, worth
 its points once in the rubric and in the grade, failed when any of its items fails.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import mutants
 from autograder.authoring.rubric import rubric, rubrics
 from autograder.core.manifest import MANIFEST, ROOT_ENV, load_course
-from autograder.grading.errors import GraderError
+from autograder.core.errors import GraderError
 from conftest import ROOT, attn_course, grade_json
 
 COURSE = load_course(ROOT)

@@ -1,8 +1,9 @@
 """The sandbox (issue 6): hostile submissions end at zero, within their limits,
 leaving nothing behind; honest ones score exactly as they do in-process.
 
-The hostile corpus lives in tests/hostile/ (one folder per attack, plus
-generated.py for the cases built from the course's own files).
+The hostile corpus lives in tests/hostile/ (one folder per attack, or a patch of another in
+patches.toml: tests/project/hostile_cases.py writes either; plus generated.py for the cases built
+from the course's own files).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import torch
 
 from conftest import ROOT
 from modes import NO_NAMESPACES
+import hostile_cases
 from autograder.sandbox.inside import transport
 from autograder.core.manifest import load_course
 from autograder.sandbox.host import SandboxSubject
@@ -152,8 +154,8 @@ def leftovers(run: dict, grace: float = 5.0) -> list[str]:
 # test_ipc_cleanup.py: in every mode), and cases that need a run of their own (below).
 OTHERS = ("constant_", "shape_only_", "batch", "sysv_ipc", "posix_ipc")
 OWN_RUNS = {"stand_in_import", "memfd_hoard", "pipe_shrink", "busy_children", "installed_solutions"}
-FOLDER_CASES = sorted(p.name for p in HOSTILE.iterdir() if (p / "attention.py").is_file()
-                      and not p.name.startswith(OTHERS) and p.name not in OWN_RUNS)
+FOLDER_CASES = sorted(n for n in hostile_cases.NAMES if "attention.py" in hostile_cases.files(n)
+                      and not n.startswith(OTHERS) and n not in OWN_RUNS)
 LOOPS = ["endless_loop", "endless_loop_uncatchable"]
 # Case -> what the unit's result must show besides a zero (a word of the reason).
 EXPECT = {
@@ -164,7 +166,7 @@ EXPECT = {
     "evil_exception": "exited with status 0", "garbage_reply": "malformed", "symlink_file": "symbolic link",
     "symlink_dir": "", "inherited": "", **{name: "softmax" for name in generated.FORBIDDEN},
     # Other routes to the forbidden kernels (issue 13; their messages are checked in test_forbidden.py).
-    **{p.name: "" for p in HOSTILE.glob("forbidden_*") if (p / "attention.py").is_file()},
+    **{n: "" for n in hostile_cases.NAMES if n.startswith("forbidden_") and "attention.py" in hostile_cases.files(n)},
 }
 MARKED = ("session_children", "busy_children")  # their CORPUS_MARK becomes this process's MARK
 
@@ -176,8 +178,7 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("hostile")
     paths = {}
     for name in [*FOLDER_CASES, *OWN_RUNS]:
-        paths[name] = base / name
-        shutil.copytree(HOSTILE / name, paths[name])
+        paths[name] = hostile_cases.write(name, base)
     for name in MARKED:
         source = (base / name) / "attention.py"
         source.write_text(source.read_text().replace(CORPUS_MARK, MARK))

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import ROOT, attn_course
-from autograder.core import due_dates
+from autograder.delivery import due_dates
 from autograder.core.manifest import load_course
 
 UNIT = "attention"

@@ -1,11 +1,13 @@
 """Trust by enforcement (issue 42): the attack suite written against the redesign.
 
-Each folder of tests/hostile/trust/ holds one unit file that would earn points if the grader were
-fooled (its docstring names the attack and its class, 1-5; the README's table lists them with the
-score the old grader gave each). All of them are graded in one sandboxed run per mode ("full",
-"container": under a seccomp filter that refuses namespaces, its zygote forked from the grader as on
-Gradescope, "plain": forced on top of it, its zygote a fresh interpreter), next
-to the reference solutions, which must keep full marks in that same run.
+tests/hostile/trust/attacks.toml holds the attacks as data: each a patch (find/replace, the format of
+tests/mutants/*.toml) of one unit's reference solution that would earn points if the grader were
+fooled (the patched file's docstring names the attack and its class, 1-5; the README's table lists
+them with the score the old grader gave each). tests/project/trust.py materializes each into a folder
+holding only that unit's file (its siblings are the course's stand-ins). All of them are graded in one
+sandboxed run per mode ("full", "container": under a seccomp filter that refuses namespaces, its zygote
+forked from the grader as on Gradescope, "plain": forced on top of it, its zygote a fresh interpreter),
+next to the reference solutions, which must keep full marks in that same run.
 
 What a sound grader does with each case:
   * classes 1-4 (forbidden work hidden from the grader, reports edited, code the scan never read,
@@ -18,6 +20,7 @@ What a sound grader does with each case:
 from __future__ import annotations
 
 import ast
+from collections import Counter
 
 import pytest
 
@@ -25,9 +28,9 @@ from conftest import ROOT
 from autograder.core.manifest import load_course
 from modes import params, skip_reason
 from test_sandbox import drive, leftovers
+from trust import ATTACKS, BY_NAME, TRUST, materialize, source
 
 COURSE = load_course(ROOT)
-TRUST = ROOT / "tests" / "hostile" / "trust"
 TIMEOUT = 3.0  # per call: the reference's flash_attention at L = S = 4096 needs about 1 s here
 MEMORY_POINTS = 2  # the API page's memory bound of flash_attention ("keep the 2 points", issue 42)
 # Attacks the grader does not stop yet (strict: an attack that starts failing must leave this list).
@@ -47,8 +50,13 @@ def attack_class(folder) -> int:
     return int(doc.split("class ", 1)[1][0])
 
 
-CASES = sorted(p.name for p in TRUST.iterdir() if p.is_dir())
-UNITS = sorted({unit_of(TRUST / c) for c in CASES}, key=list(COURSE.units).index)
+CASES = sorted(a["name"] for a in ATTACKS)
+UNITS = sorted({a["unit"] for a in ATTACKS}, key=list(COURSE.units).index)
+
+
+def materialized(base) -> dict:
+    """case -> its folder under ``base``, holding only the attack's unit file."""
+    return {c: materialize(BY_NAME[c], base) for c in CASES}
 
 
 def shape_points(unit: str, tests: dict) -> float:
@@ -60,17 +68,32 @@ def shape_points(unit: str, tests: dict) -> float:
     raise AssertionError(f"{path.name} defines no SHAPE_CHECKS")
 
 
-def test_the_suite_covers_every_unit_and_class():
+def test_the_suite_covers_every_unit_and_class(tmp_path):
     assert len(CASES) >= 30, len(CASES)
+    assert len(set(CASES)) == len(ATTACKS), [n for n, c in Counter(a["name"] for a in ATTACKS).items() if c > 1]
+    folders = materialized(tmp_path)
     units = {}
     classes = {}
     for case in CASES:
-        units[unit_of(TRUST / case)] = units.get(unit_of(TRUST / case), 0) + 1
-        classes[attack_class(TRUST / case)] = classes.get(attack_class(TRUST / case), 0) + 1
+        assert unit_of(folders[case]) == BY_NAME[case]["unit"], case
+        units[unit_of(folders[case])] = units.get(unit_of(folders[case]), 0) + 1
+        classes[attack_class(folders[case])] = classes.get(attack_class(folders[case]), 0) + 1
     assert set(units) == set(COURSE.units) and min(units.values()) >= 3, units
     assert set(classes) == {1, 2, 3, 4, 5} and min(classes.values()) >= 4, classes
     listed = (TRUST / "README.md").read_text(encoding="utf-8")
     assert all(f"`{case}`" in listed for case in CASES), [c for c in CASES if f"`{c}`" not in listed]
+
+
+def test_each_patch_applies():
+    for case in CASES:
+        attack = BY_NAME[case]
+        assert set(attack) == {"name", "unit", "replace"}, (case, sorted(attack))
+        solution = (COURSE.solutions / COURSE.units[attack["unit"]].file).read_text(encoding="utf-8")
+        for find, _ in attack["replace"]:
+            assert solution.count(find) == 1, (case, find[:80], solution.count(find))
+        patched = source(attack)  # each find still occurs once when its turn comes
+        assert patched != solution, case
+        compile(patched, COURSE.units[attack["unit"]].file, "exec")
 
 
 # One grading run per mode, covering every case and the reference; each run's tests share an
@@ -81,7 +104,8 @@ def trust_run(request, tmp_path_factory) -> dict:
     reason = skip_reason(mode)
     if reason:
         pytest.skip(reason)
-    paths = [COURSE.solutions, *(TRUST / c for c in CASES)]
+    folders = materialized(tmp_path_factory.mktemp(f"trust-{mode}"))
+    paths = [COURSE.solutions, *(folders[c] for c in CASES)]
     if mode == "full":
         run = drive(paths, UNITS, timeout=TIMEOUT, mode="full")
     else:
@@ -90,7 +114,8 @@ def trust_run(request, tmp_path_factory) -> dict:
                     fork=mode == "container")
     run["expected"] = mode
     run["reference"] = run["results"][0]["units"]
-    run["by_case"] = {c: r["units"][unit_of(TRUST / c)] for c, r in zip(CASES, run["results"][1:])}
+    run["folders"] = folders
+    run["by_case"] = {c: r["units"][unit_of(folders[c])] for c, r in zip(CASES, run["results"][1:])}
     run["leftovers"] = leftovers(run)
     return run
 
@@ -110,11 +135,11 @@ def test_reference_keeps_full_marks_beside_the_attacks(trust_run):
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(c in OPEN, reason=OPEN.get(c, ""), strict=True))
                                   for c in CASES])
 def test_attack_earns_nothing_for_what_it_did_not_do(trust_run, case):
-    unit = unit_of(TRUST / case)
+    unit = unit_of(trust_run["folders"][case])
     result = trust_run["by_case"][case]
     tests = {t["id"]: t for t in result["tests"]}
     earned = [(i, t["score"]) for i, t in tests.items() if t["score"]]
-    if attack_class(TRUST / case) == 5:
+    if attack_class(trust_run["folders"][case]) == 5:
         # Honest values, a faked memory bound: the bound's points are lost, whatever else it earns.
         assert result["max_score"] > 0, (case, result["status"], result["message"])
         assert result["score"] <= result["max_score"] - MEMORY_POINTS, (case, result["score"], result["max_score"])

@@ -34,9 +34,10 @@ from typing import cast
 
 import torch
 
+from autograder.core.errors import AutograderError
 from autograder.core import value_codec
 from autograder.core.redact import MESSAGE_LIMIT, Redactor
-from autograder.core.subject import Call, Result, StudentError
+from autograder.core.protocol import Call, Result, StudentError
 
 MAGIC = b"ATN1"
 _PREFIX = struct.Struct(">4sIQ")
@@ -65,7 +66,7 @@ _VIEW_AS = {torch.bfloat16: torch.int16}  # no numpy dtype; same bytes
 _ITEMSIZE = {d: torch.empty((), dtype=d).element_size() for d in _DTYPES.values()}
 
 
-class ProtocolError(Exception):
+class ProtocolError(AutograderError):
     """A frame that does not follow this format (only a hostile or broken worker sends one)."""
 
 

@@ -36,7 +36,7 @@ shared memory and named semaphores live: they end with it), and sees only
 its own unit's folder of stand-ins (the units that unit depends on, never
 the unit's own) and none of the other submissions.
 It joins its cgroups, drops to its uid, sets resource limits, and serves
-Calls for its one unit with an :class:`~autograder.core.subject.InProcessSubject`.
+Calls for its one unit with an :class:`~autograder.trust.subject.InProcessSubject`.
 """
 from __future__ import annotations
 
@@ -190,9 +190,9 @@ def _mapped(error, limits: dict):
 def serve(req_fd: int, rep_fd: int, box: str, spawn: dict, config: dict) -> None:
     from pathlib import Path
 
-    from autograder.core.subject import CallTimeout, InProcessSubject
+    from autograder.trust.subject import CallTimeout, InProcessSubject
 
-    from autograder.core import enforce
+    from autograder.trust import enforce
 
     course = _course(config, spawn)
     unit = course.units[spawn["unit"]]

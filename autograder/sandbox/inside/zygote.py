@@ -250,14 +250,14 @@ def preload() -> None:
     # What every worker needs (after the fork, its uid may not reach the files): the worker with
     # what it imports (the subject, the protocol, transport, rlimit and Landlock helpers), and
     # this file's channel and /proc reader.
-    from autograder.core import enforce, subject  # noqa: F401
+    from autograder.trust import enforce, subject  # noqa: F401
     from autograder.sandbox.inside import procs, syscalls, worker
     from autograder.sandbox.inside import zygote_channel as channel
 
 
 def serve(config: dict, sock: socket.socket) -> NoReturn:
     """Be the zygote (after :func:`preload`, in the zygote's own process) until the grader goes."""
-    from autograder.core import enforce
+    from autograder.trust import enforce
 
     if not config["namespaces"]:
         syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)

@@ -78,54 +78,32 @@ def make_slow(root: Path, subs: Path) -> str:
     return "slow"
 
 
-DECODE_CRASH = '''
-"""Writes a reply frame whose meta tensor declares a shape that overflows, on every descriptor."""
-import json, os, struct
-
-def _forge():
-    tensor = {"tensor": None, "dtype": "float32", "shape": [2**39] * 4, "device": "meta"}
-    head = json.dumps({"op": "result", "ok": True, "values": {"output": tensor}}).encode()
-    frame = struct.pack(">4sIQ", b"ATN1", len(head), 0) + head
-    for fd in range(3, 64):
-        try:
-            os.write(fd, frame)
-        except OSError:
-            pass
-
-def softmax(x, dim=-1):
-    _forge()
-    return x
-
-def causal_mask(query_len, key_len=None, *, device=None):
-    _forge()
-    return None
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, *, is_causal=False, scale=None, dropout_p=0.0):
-    _forge()
-    return query, None
-'''
-
-
 def make_decode_crash(root: Path, subs: Path) -> str:
+    """The upload of uploads.toml: a patch of the corpus's transport_shape_overflow (tests/project/hostile_cases.py)."""
+    import hostile_cases  # tests/project/, on the path of the tests that build these uploads
+
+    entry = hostile_cases.load(Path(__file__).with_name("uploads.toml"), "upload")["decode_crash"]
+    file, source = hostile_cases.patched(entry)
     (subs / "decode_crash").mkdir()
-    (subs / "decode_crash" / "attention.py").write_text(DECODE_CRASH, encoding="utf-8")
+    (subs / "decode_crash" / file).write_text(source, encoding="utf-8")
     return "decode_crash"
 
 
+def _folder_and_zip(root: Path, subs: Path, name: str, zipped: str) -> tuple[str, str]:
+    """``name/`` holding the reference attention, and ``name.zip`` whose attention.py is ``zipped``."""
+    (subs / name).mkdir()
+    (subs / name / "attention.py").write_text(_attention(root), encoding="utf-8")
+    with zipfile.ZipFile(subs / f"{name}.zip", "w") as zf:
+        zf.writestr("attention.py", zipped)
+    return name, f"{name}.zip"
+
+
 def make_clash(root: Path, subs: Path) -> tuple[str, str]:
-    (subs / "zed").mkdir()
-    (subs / "zed" / "attention.py").write_text(_attention(root), encoding="utf-8")
-    with zipfile.ZipFile(subs / "zed.zip", "w") as zf:
-        zf.writestr("attention.py", "raise SystemExit('the other zed')\n")
-    return "zed", "zed.zip"
+    return _folder_and_zip(root, subs, "zed", "raise SystemExit('the other zed')\n")
 
 
 def make_over_alice(root: Path, subs: Path) -> tuple[str, str]:
-    (subs / "alice").mkdir()
-    (subs / "alice" / "attention.py").write_text(_attention(root), encoding="utf-8")
-    with zipfile.ZipFile(subs / "alice.zip", "w") as zf:
-        zf.writestr("attention.py", "def softmax(x, dim=-1):\n    return x\n")
-    return "alice", "alice.zip"
+    return _folder_and_zip(root, subs, "alice", "def softmax(x, dim=-1):\n    return x\n")
 
 
 def make_report_json(root: Path, subs: Path) -> str:
