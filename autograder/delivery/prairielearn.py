@@ -9,6 +9,17 @@ PrairieLearn/PrairieLearn): ``gradable``, ``score`` in 0..1, ``message``,
 ``message``, ``output``. An upload with nothing gradable is ``gradable:
 false`` with ``format_errors``, which costs the student no attempt.
 
+Late work: the ``score`` is the raw one, never priced here. PrairieLearn applies lateness itself,
+to the score a grader reports, by the ``credit`` of the access rules of the *assessment* that holds
+the question (``allowAccess`` in its infoAssessment.json, docs/assessment/accessControl.md), and the
+grading job is given no submission time (``/grade/data/data.json`` is the question's ``data``). The
+export writes no access rule: a question's info.json cannot hold one (PrairieLearn's question schema
+has no such property and refuses unknown ones), one question holds every unit while an assessment
+has one timeline, and ``credit`` is a cap (``min(credit, score)``, the best score kept), which
+expresses ``none`` and ``zero`` but not ``per_day`` (a cap at 90% leaves a 26/62 submission its
+42%, where every other path takes 10% of its points).
+The README's PrairieLearn section says which rules give each policy.
+
 Environment variables, all optional: ``AUTOGRADER_PRAIRIELEARN_ROOT`` replaces
 ``/grade``; ``AUTOGRADER_UNSAFE_NO_SANDBOX=1`` grades in-process (for tests only: the
 verdict is then forgeable).

@@ -34,6 +34,8 @@ Late work (:mod:`autograder.nbgrader.late`): nbgrader's own late penalty is off 
 autograde (it would price nbgrader's full marks); the pipeline prices the re-scored points by the
 manifest's ``[late]`` policy, extensions included, into each notebook's
 ``late_submission_penalty``, which nbgrader's feedback shows and its export subtracts.
+``feedback`` and ``export`` price it again from the gradebook as it stands, so points given
+in formgrader after ``autograde`` are priced too, whatever the order of the steps.
 A plain ``nbgrader autograde`` still executes every notebook, in the sandboxed
 kernel of :mod:`autograder.nbgrader.kernel_manager` (set in the course's
 ``nbgrader_config.py``), and there the kernel's verdict is nbgrader's.
@@ -70,21 +72,22 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from autograder.core.errors import AutograderError
 from autograder.authoring import notebook
 from autograder.nbgrader import extract, rescore
 from autograder.nbgrader.export import NOT_COLLECTED, REPORT, _db_url, add_status
-from autograder.nbgrader.late import _timestamp, after_penalty, write_due_dates, write_penalties
+from autograder.nbgrader.late import _timestamp, after_penalty, reprice, write_due_dates, write_penalties
 from autograder.core import lateness
 from autograder.core.manifest import Course, load_course
 from autograder.core.safe_text import safe_name
-from autograder.core.uploads import SubmissionError, intake
+from autograder.trust.uploads import SubmissionError, intake
 from autograder.delivery import class_report
 from autograder.grading.session import isolation_notice
 
 CONFIG = "nbgrader_config.py"
 
 
-class PipelineError(Exception):
+class PipelineError(AutograderError):
     """A step of the pipeline failed (not a student's fault): exit code 3."""
 
 
@@ -209,7 +212,7 @@ def step_collect(course: Course, course_dir: Path, units: list[str], inbox: Path
     "student/unit" collected and {student: status} of the students collected from not at all.
 
     Each student's folder goes through the intake every delivery path uses
-    (:func:`autograder.core.uploads.intake`, rules in :mod:`autograder.delivery.submissions`):
+    (:func:`autograder.trust.uploads.intake`, rules in :mod:`autograder.delivery.submissions`):
     a link is never followed (a notebook linked to the course's own source would otherwise be
     graded as the student's), and a folder with a link, a special file or two copies of one
     notebook is not collected; its status is printed, the same text the other paths give."""
@@ -402,7 +405,7 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     notice = isolation_notice()
     if notice:
         print(f"{course.brand.command}: {notice}", file=sys.stderr)
-    every, priced = sorted(p.name for p in (course_dir / "source").iterdir() if p.is_dir()), after_penalty(graded, late)
+    every, priced = sorted(p.name for p in (course_dir / "source").iterdir() if p.is_dir()), after_penalty(graded, late, course.late)
     title = "Class report (nbgrader)" if sorted(units) == every else class_report.title("Class report (nbgrader)", units, every)
     class_report.write(course_dir / REPORT, [class_report.from_result(r, priced.get(s)) for s, r in graded.items()],
                        title=title, isolation=notice)
@@ -418,15 +421,21 @@ def step_autograde(course: Course, course_dir: Path, units: list[str]) -> dict:
     return {"scores": scores, "results": results, "late": late}
 
 
-def step_feedback(course_dir: Path, units: list[str]) -> None:
+def step_feedback(course: Course, course_dir: Path, units: list[str]) -> None:
+    """nbgrader's feedback, after every penalty is priced again from the gradebook as it stands
+    (:func:`~autograder.nbgrader.late.reprice`: points given in formgrader since ``autograde``)."""
+    reprice(_db_url(course_dir), course)
     for pattern in patterns(course_dir, units):
         if pattern == "*" or students(course_dir, pattern):
             run_nbgrader(course_dir, "generate_feedback", pattern, "--force", per_student=True)
     print(f"feedback in {course_dir / 'feedback'}")
 
 
-def step_export(course_dir: Path, output: Path) -> Path:
+def step_export(course: Course, course_dir: Path, output: Path) -> Path:
+    """nbgrader's CSV with a status column (:func:`~autograder.nbgrader.export.add_status`), after
+    every penalty is priced again from the gradebook as it stands, as for the feedback."""
     output = output if output.is_absolute() else Path.cwd() / output
+    reprice(_db_url(course_dir), course)
     run_nbgrader(course_dir, "export", f"--to={output}")
     add_status(course_dir, output)
     print(f"wrote {output}")
@@ -484,9 +493,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("autograde", "all"):
             step_autograde(course, course_dir, units)
         if args.step in ("feedback", "all"):
-            step_feedback(course_dir, units)
+            step_feedback(course, course_dir, units)
         if args.step in ("export", "all"):
-            step_export(course_dir, args.output)
+            step_export(course, course_dir, args.output)
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2

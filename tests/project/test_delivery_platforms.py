@@ -7,6 +7,7 @@ import csv
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -155,6 +156,45 @@ def test_prairielearn_question_and_results_follow_its_schemas(question, tmp_path
     assert any(t["points"] < t["max_points"] and "sqrt" in t["message"] for t in attention)
     total = sum(t["points"] for t in data["tests"]) / sum(t["max_points"] for t in data["tests"])
     assert abs(data["score"] - total) < 1e-6
+
+
+@pytest.mark.xdist_group("platforms-question")
+def test_prairielearn_prices_no_late_work_its_assessment_does(question, tmp_path):
+    """issue 59, decided (README, "Instructors: PrairieLearn"): PrairieLearn applies lateness itself,
+    by the ``credit`` of its assessments' access rules, to the score the grader reports; the grading
+    job is given no submission time. So the exported question carries no access rule (PrairieLearn's
+    own question schema refuses one: they belong to the assessment, infoAssessment.json) and the
+    grader reports the raw score: with the unit due in 2020 under ``zero`` (set by the project's
+    set-due in the question's own manifest) and an upload late by its timestamp.txt and by its
+    files' times, the score is still every test's points over the maximum, not 0."""
+    schema = json.loads(third_party("prairielearn/infoQuestion.json").read_text())
+    info = json.loads((question / "info.json").read_text())
+    jsonschema.validate(info, schema)
+    assert not {"allowAccess", "accessControl"} & set(info)
+    for rules in ({"allowAccess": [{"credit": 100, "endDate": "2027-03-01T23:59:59"}]},
+                  {"accessControl": [{"dateControl": {"due": {"date": "2027-03-01T23:59:59"}}}]}):
+        with pytest.raises(jsonschema.ValidationError, match="Additional properties"):
+            jsonschema.validate({**info, **rules}, schema)
+
+    late = tmp_path / "question"
+    shutil.copytree(question, late, symlinks=True)
+    manifest = late / "tests" / "course" / "course.toml"
+    set_due = subprocess.run([sys.executable, "-m", "autograder.cli", "set-due", "attention", "2020-01-01T00:00:00Z"],
+                             cwd=ROOT, env={**os.environ, "AUTOGRADER_COURSE_ROOT": str(late / "tests")},
+                             capture_output=True, text=True, timeout=120)
+    assert set_due.returncode == 0, set_due.stderr
+    text = manifest.read_text(encoding="utf-8")
+    assert 'policy = "per_day"\nrate = 10\n' in text
+    manifest.write_text(text.replace('policy = "per_day"\nrate = 10\n', 'policy = "zero"\n', 1), encoding="utf-8")
+    shipped = load_course(late / "tests")
+    assert shipped.late.policy == "zero" and shipped.units["attention"].due.year == 2020
+    solution = (COURSE.solutions / "attention.py").read_text()
+    data = _prairielearn(late, tmp_path / "grade", {"attention.py": solution, "timestamp.txt": "2021-01-01 00:00:00 UTC"})
+    attention = [t for t in data["tests"] if t["name"].startswith(COURSE.units["attention"].title)]
+    assert attention and all(t["points"] == t["max_points"] for t in attention)
+    total = sum(t["points"] for t in data["tests"]) / sum(t["max_points"] for t in data["tests"])
+    assert data["gradable"] is True and data["score"] > 0 and abs(data["score"] - total) < 1e-6
+    assert "day late" not in data["output"] and "penalty" not in data["output"]
 
 
 def test_gradebook_csv_default_layout():

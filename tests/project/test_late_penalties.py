@@ -24,7 +24,7 @@ import pytest
 
 import mutants
 from conftest import ROOT
-from test_nbgrader import BUG, COURSE, _nb, fill
+from test_nbgrader import BUG, COURSE, _gid, _manual, _nb, fill
 from autograder.core import lateness
 from autograder.core.lateness import LatePolicy
 from autograder.core.manifest import load_course
@@ -118,8 +118,8 @@ def test_submission_time_timestamp_txt_wins_over_modification_times(tmp_path):
 
 # -- nbgrader ----------------------------------------------------------------------------------
 
-def _export(course_dir: Path, out: Path) -> dict[str, dict]:
-    steps.step_export(course_dir, out)
+def _export(course, course_dir: Path, out: Path) -> dict[str, dict]:
+    steps.step_export(course, course_dir, out)
     with out.open(newline="", encoding="utf-8") as handle:
         return {r["student_id"]: r for r in csv.DictReader(handle) if r["assignment"] == UNIT}
 
@@ -147,8 +147,8 @@ def test_nbgrader_prices_the_rescored_points(tmp_path, monkeypatch):
     trusted = done["results"]["late"]["units"][UNIT]["score"]
     maximum = done["results"]["late"]["units"][UNIT]["max_score"]
     assert 0 < trusted < maximum and done["results"]["ontime"]["units"][UNIT]["score"] == trusted
-    steps.step_feedback(course_dir, [UNIT])
-    rows = _export(course_dir, tmp_path / "per_day.csv")
+    steps.step_feedback(per_day, course_dir, [UNIT])
+    rows = _export(per_day, course_dir, tmp_path / "per_day.csv")
 
     def numbers(student: str) -> tuple[float, float, float]:
         row = rows[student]
@@ -166,9 +166,85 @@ def test_nbgrader_prices_the_rescored_points(tmp_path, monkeypatch):
     zero = with_late(COURSE, ZERO)
     monkeypatch.setattr(steps.rescore, "grade_sources", lambda course, files, units: {s: done["results"][s] for s in files})
     steps.step_autograde(zero, course_dir, [UNIT])
-    rows = _export(course_dir, tmp_path / "zero.csv")
+    rows = _export(zero, course_dir, tmp_path / "zero.csv")
     assert numbers("late") == pytest.approx((trusted, trusted, 0), abs=1e-6)
     assert numbers("ontime") == pytest.approx((trusted, 0, trusted), abs=1e-6)
+
+
+def _formgrader_put(db_url: str, student: str, gid: str, manual: float | None, extra: float | None) -> None:
+    """An instructor scoring a cell in formgrader: what its GradeHandler.put writes into nbgrader's
+    gradebook (nbgrader/server_extensions/formgrader/apihandlers.py, line for line)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        grade = gb.find_grade(gid, UNIT, UNIT, student)
+        grade.manual_score, grade.extra_credit = manual, extra
+        grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
+        gb.db.commit()
+
+
+def test_nbgrader_grade_is_the_same_whatever_the_order_of_steps(tmp_path):
+    """issue 59: a notebook's grade is a function of its trusted points, the points given in
+    formgrader, its one submission time, its due date (extended) and the policy, whatever the order.
+    A written answer scored after autograde (1 point and 0.5 extra credit) is priced by the next
+    export and feedback as a second autograde prices it: 10% of all the points, the same figures in
+    both exports (before, the export took 10% of the trusted points only until the next autograde:
+    12.4 then 13.0 for the same work). And the course's extensions file is written into nbgrader's
+    gradebook as nbgrader's own extension: a student a day late with two days' extension is on time
+    in nbgrader's gradebook, its export and its feedback."""
+    from nbgrader.api import Gradebook
+
+    course_dir = tmp_path / "course"
+    (course_dir / "source").mkdir(parents=True)
+    shutil.copytree(ROOT / "course" / "source" / UNIT, course_dir / "source" / UNIT)
+    shutil.copy(ROOT / "course" / "nbgrader_config.py", course_dir)
+    (tmp_path / "extensions.csv").write_text(f"student,unit,days\next,{UNIT},2\n", encoding="utf-8")
+    course = with_late(COURSE, dataclasses.replace(PER_DAY, extensions=str(tmp_path / "extensions.csv")))
+    steps.step_generate(course, course_dir, [UNIT])
+    release, source = _nb(course_dir / "release" / UNIT / f"{UNIT}.ipynb"), _nb(course_dir / "source" / UNIT / f"{UNIT}.ipynb")
+    inbox = tmp_path / "inbox"
+    for student, when in (("late", ONE_DAY_LATE), ("ext", ONE_DAY_LATE), ("ontime", ON_TIME)):
+        (inbox / student).mkdir(parents=True)
+        (inbox / student / f"{UNIT}.ipynb").write_text(json.dumps(fill(release, source, UNIT, bug=True)), encoding="utf-8")
+        (inbox / student / "timestamp.txt").write_text(nbgrader_stamp(when), encoding="utf-8")
+    steps.step_collect(course, course_dir, [UNIT], inbox)
+    first = steps.step_autograde(course, course_dir, [UNIT])
+    trusted = first["results"]["late"]["units"][UNIT]["score"]
+    assert 0 < trusted and all(first["results"][s]["units"][UNIT]["score"] == trusted for s in ("ext", "ontime"))
+    assert set(first["late"]) == {("late", UNIT)}  # ext: on time by the extension
+
+    db_url = "sqlite:///" + str(course_dir / "gradebook.db")
+    with Gradebook(db_url) as gb:  # the extension, as nbgrader's own (formgrader shows it)
+        extension = {s: gb.find_submission(UNIT, s).extension for s in ("late", "ext", "ontime")}
+    assert extension == {"late": None, "ext": datetime.timedelta(days=2), "ontime": None}
+
+    answer = next(_gid(c) for c in source["cells"] if _manual(c))
+    for student in ("late", "ext", "ontime"):
+        _formgrader_put(db_url, student, answer, 1.0, 0.5)
+    points = trusted + 1.5
+    expected = {s: tuple(round(x, 6) for x in v) for s, v in {
+        "late": (points, round(0.1 * points, 4), points - round(0.1 * points, 4)),
+        "ext": (points, 0.0, points), "ontime": (points, 0.0, points)}.items()}
+
+    def figures(rows: dict[str, dict]) -> dict[str, tuple[float, float, float]]:
+        return {s: tuple(round(float(r[k] or 0), 6) for k in ("raw_score", "late_submission_penalty", "score"))
+                for s, r in rows.items()}
+
+    after_manual = _export(course, course_dir, tmp_path / "after_manual.csv")  # autograde, then the manual points
+    assert figures(after_manual) == expected
+    assert after_manual["late"]["status"] == f"graded; 1 day late: -{round(0.1 * points, 4):g} points"
+    assert after_manual["ext"]["status"] == after_manual["ontime"]["status"] == "graded"
+    steps.step_feedback(course, course_dir, [UNIT])
+    feedback = {s: (course_dir / "feedback" / s / UNIT / f"{UNIT}.html").read_text(encoding="utf-8") for s in expected}
+    assert f"Late submission penalty (Score: -{round(0.1 * points, 2):g})" in feedback["late"]
+    assert "Late submission penalty" not in feedback["ext"] + feedback["ontime"]
+
+    steps.step_autograde(course, course_dir, [UNIT])  # the manual points, then (another) autograde
+    regraded = _export(course, course_dir, tmp_path / "regraded.csv")
+    assert figures(regraded) == figures(after_manual)
+    assert [regraded[s]["status"] for s in expected] == [after_manual[s]["status"] for s in expected]
+    with Gradebook(db_url) as gb:
+        assert gb.find_submission(UNIT, "ext").extension == datetime.timedelta(days=2)
 
 
 # -- grade-batch -------------------------------------------------------------------------------
