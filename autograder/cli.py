@@ -1,8 +1,9 @@
 """The command line: build stubs, grade submissions, check your own work.
 
 A thin layer: :func:`_parser` reads the arguments, :data:`COMMANDS` names the
-function of each command, and :data:`EXIT_CODES` maps every error a command
-may raise to its exit code and message, in one place:
+function of each command, and every error a command may raise ends in its exit code
+(:mod:`autograder.core.errors` carries them; an existing output folder is :data:`EXISTS`), in one
+place:
 
 * 0 when the command ran (whatever the score);
 * 1 when a score is below ``--fail-under`` (or ``build --check`` finds stale files, or
@@ -24,6 +25,7 @@ import argparse
 import json
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 from rich.console import Console
@@ -35,7 +37,6 @@ from autograder.core.manifest import Course, load_course
 from autograder.core.results import GradeResult, TestResult, UnitResult
 from autograder.core.settings import DEFAULTS, Limits
 from autograder.core.shutdown import exit_code
-from autograder.delivery.batch import BatchInterrupted
 from autograder.delivery.formats import to_junit, to_markdown
 from autograder.delivery.lms import (LMS_LAYOUTS, lms_columns, lms_gradebook, read_lms_roster,
                                      records_from_nbgrader_csv, unmatched_csv)
@@ -44,35 +45,22 @@ from autograder.delivery.classroom import Classroom
 from autograder.delivery.gradescope import Gradescope
 from autograder.delivery.prairielearn import PrairieLearn
 from autograder.delivery.submissions import NothingFound, SubmissionError, collect
-from autograder.grading import parallel
-from autograder.grading.errors import GraderError
+from autograder.grading import parallel, prerequisites
+from autograder.core.errors import AutograderError, FailUnder, GraderError, UsageError
 from autograder.grading.report import print_results
 from autograder.grading.session import GradingSession
 
 FORMATS = ("table", "json", "junit", "markdown", "classroom")
 # The commands a student runs, whose --lang picks the language of what they print (autograder/core/i18n.py).
 STUDENT_FACING = ("grade", "check", "repro")
-LANG_HELP = "the language of the messages (default: course.toml's [course] language)"
+LANG_HELP = N_("the language of the messages (default: course.toml's [course] language)")
 PLATFORMS = {platform.name: platform for platform in (Gradescope, Classroom, PrairieLearn)}  # what `export` writes
 
 
-class UsageError(Exception):
-    """Bad arguments or a missing input: the user's to fix."""
-
-
-class FailUnder(Exception):
-    """A submission scored below ``--fail-under``."""
-
-
-# Error -> (exit code, message prefix). The first match wins.
-EXIT_CODES: list[tuple[type[BaseException], int, str]] = [
-    (FailUnder, 1, ""),
-    (UsageError, 2, ""),
-    (ValueError, 2, ""),  # an unknown unit, a malformed option
-    (FileExistsError, 2, ""),
-    (GraderError, 3, N_("grader failure: ")),
-    (BatchInterrupted, 130, ""),
-]
+# What a command may raise, and the exit code and message prefix it ends with: the engine's own
+# errors carry their code (autograder/core/errors.py); an existing output folder is the user's.
+PREFIXES = {GraderError: N_("grader failure: ")}
+EXISTS = 2  # FileExistsError: an existing output folder
 
 
 def _parser(prog: str, course_commands: dict[str, Path] | None = None,
@@ -138,8 +126,8 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None,
     export.add_argument("--image", default=None, help="prairielearn: the grading image's Docker Hub name")
     export.add_argument("-o", "--output", type=Path, help="gradescope: the zip to write (default autograder.zip)")
 
-    for name, text in (("grade", "grade submissions with the public and hidden suites"),
-                       ("check", "run the public tests on your own work")):
+    for name, text in (("grade", N_("grade submissions with the public and hidden suites")),
+                       ("check", N_("run the public tests on your own work"))):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("--unit", action="append", dest="units", metavar="UNIT", help="only this unit (repeatable)")
         cmd.add_argument("--format", choices=FORMATS, default="table",
@@ -160,7 +148,12 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None,
         "-j", "--jobs", type=int, metavar="N",
         help="grading processes, each for a share of the units (default: one per usable core, at most one per unit)")
     sub.choices["check"].add_argument("unit_args", nargs="*", metavar="UNIT", help="units to check (default: all)")
-    sub.choices["check"].add_argument("--path", type=Path, help="your folder (default: assignments/)")
+    sub.choices["check"].add_argument("--path", type=Path,
+                                      help="your folder (default: assignments/), or a lesson notebook (or a folder "
+                                           "of them), checked as the unit file its answer cells make up")
+    sub.choices["check"].add_argument("--save", action="store_true",
+                                      help="with a notebook: write the unit file its answer cells make up into "
+                                           "assignments/, the file you hand in")
 
     repro = sub.add_parser("repro", help="rebuild a failed check from its message: your code's answer beside the expected one")
     repro.add_argument("unit")
@@ -178,6 +171,58 @@ def _parser(prog: str, course_commands: dict[str, Path] | None = None,
                          help="flag a pair when either file shares more than this of its code (0-1, default 0.5)")
     for name, path in (course_commands or {}).items():  # listed for --help; _main runs them before parsing
         sub.add_parser(name, add_help=False, help=f"{_first_line(path)} (`{prog} {name} --help` for its options)")
+    return _in_language(parser)
+
+
+# argparse's own words (usage, options, its errors), for the catalogue: argparse looks each up with
+# the standard library's gettext, through its module's `_` and `ngettext`, which _speak answers.
+ARGPARSE_WORDS = (
+    N_("usage: "), N_("positional arguments"), N_("options"), N_("show this help message and exit"),
+    N_("%(prog)s: error: %(message)s\n"), N_("argument %(argument_name)s: %(message)s"),
+    N_("the following arguments are required: %s"), N_("unrecognized arguments: %s"),
+    N_("invalid choice: %(value)r (choose from %(choices)s)"), N_("invalid %(type)s value: %(value)r"),
+    N_("ambiguous option: %(option)s could match %(matches)s"), N_("expected one argument"),
+    N_("expected at most one argument"), N_("expected at least one argument"), N_("expected %s argument"),
+    N_("expected %s arguments"), N_("one of the arguments %s is required"), N_("not allowed with argument %s"),
+    N_("ignored explicit argument %r"), N_("can't open '%(filename)s': %(error)s"),
+    N_("unknown parser %(parser_name)r (choices: %(choices)s)"),
+)
+
+
+def _speak(argv: list[str], course: Course) -> None:
+    """Before any parser is built: a student-facing command's (or a course command's) ``--lang``,
+    so that its ``--help`` is in that language too, and argparse's own words in the one chosen."""
+    import argparse
+
+    if argv and (argv[0] in STUDENT_FACING or argv[0] in course.commands):
+        given = [a.split("=", 1)[1] for a in argv if a.startswith("--lang=")]
+        given += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--lang"]
+        if given and given[-1] in i18n.available(course.locale):
+            i18n.choose(given[-1], course.locale)  # (one it has no messages in is refused once parsed)
+    argparse._ = i18n.gettext  # type: ignore[attr-defined]
+    argparse.ngettext = lambda singular, plural, n: i18n.gettext(singular if n == 1 else plural)  # type: ignore
+
+
+def _in_language(parser):
+    """``parser`` with every text ``--help`` shows in the language chosen (the English texts are the
+    catalogue's msgids: :func:`autograder.authoring.catalogue.extract_command_line`)."""
+    import argparse
+
+    parsers, seen = [parser], set()
+    while parsers:
+        current = parsers.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.description:
+            current.description = i18n.translate_text(current.description)
+        for action in current._actions:
+            if action.help and action.help is not argparse.SUPPRESS:
+                action.help = i18n.translate_text(action.help)
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    choice.help = i18n.translate_text(choice.help) if choice.help else choice.help
+                parsers += list(action.choices.values())
     return parser
 
 
@@ -189,7 +234,8 @@ def _first_line(path: Path) -> str:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     except (OSError, SyntaxError, ValueError):
         doc = ""
-    return doc.strip().splitlines()[0].rstrip(".") if doc.strip() else f"the course's {path.name}"
+    # In the language chosen (the course's catalogue holds the line: babel.cfg's command_line method).
+    return i18n.translate_text(doc.strip().splitlines()[0]).rstrip(".。") if doc.strip() else f"the course's {path.name}"
 
 
 # -- the commands: each takes the course and its parsed arguments, returns an exit code ----------
@@ -220,7 +266,7 @@ def _need_hidden_tests(course: Course) -> None:
 def _grade(course: Course, args) -> int:
     _need_hidden_tests(course)
     if args.jobs is not None and args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
+        raise UsageError(_("--jobs must be at least 1"))
     return _grade_folders(course, args, args.paths, intake=True, seed=args.seed, sandbox=args.sandbox,
                           timeout=args.timeout, jobs=args.jobs)
 
@@ -231,8 +277,82 @@ def _check(course: Course, args) -> int:
     # process. For Classroom, whose points are this run's report, as `grade` does: the stand-ins
     # where they are present, and the sandbox, so the code under test cannot write the report.
     for_classroom = args.format == "classroom"
-    return _grade_folders(course, args, [args.path or course.assignments], suites=("public",),
-                          isolate=for_classroom and Classroom.isolates(course), sandbox=for_classroom)
+    options = {"suites": ("public",), "isolate": for_classroom and Classroom.isolates(course), "sandbox": for_classroom}
+    folder = args.path or course.assignments
+    notebooks = _notebooks(course, folder)
+    if notebooks:  # one place to write code: the unit file, which a notebook's answer cells make up
+        return _check_notebooks(course, args, folder, notebooks, options)
+    if args.save:
+        raise UsageError(_("--save writes a notebook's answer cells into {folder}: give --path a notebook (or a "
+                           "folder of them)").format(folder=course.assignments.relative_to(course.root).as_posix()))
+    code = _grade_folders(course, args, [folder], **options)
+    _say_where_code_goes(course, args, folder)
+    return code
+
+
+def _notebooks(course: Course, folder: Path) -> dict[str, Path]:
+    from autograder.authoring import answers
+
+    if not folder.exists():
+        return {}
+    try:
+        return answers.notebooks_in(course, folder)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def _check_notebooks(course: Course, args, given: Path, notebooks: dict[str, Path], options: dict) -> int:
+    """``check`` of notebooks: each checked as the unit file its answer cells make up (written into
+    the course's assignments/ file, whose other units are the siblings); with ``--save`` that file
+    is written into assignments/, the one handed in (the one it replaces kept beside it)."""
+    import shutil
+
+    from autograder.authoring import answers
+
+    if not args.units:
+        args.units = list(notebooks)
+    try:
+        made = answers.written(course, {u: p for u, p in notebooks.items() if u in args.units or not args.units},
+                               course.assignments)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    with tempfile.TemporaryDirectory(prefix="attn-notebooks-") as tmp:
+        folder = Path(tmp)
+        for unit in course.units.values():
+            if (course.assignments / unit.file).is_file():
+                shutil.copyfile(course.assignments / unit.file, folder / unit.file)
+        for one in made:
+            (folder / course.units[one.unit].file).write_text(one.text, encoding="utf-8")
+        code = _grade_folders(course, args, [folder], shown=str(given.resolve()), **options)
+    for one in made:
+        file = course.units[one.unit].file
+        print(_("{notebook}: checked as {file}, {filled} from its answer cells, {kept} from {folder}").format(
+            notebook=one.notebook, file=file, filled=", ".join(one.from_notebook) or _("no definition"),
+            kept=", ".join(one.kept) or _("nothing else"), folder=course.assignments / file), file=sys.stderr)
+        target = course.assignments / file
+        if args.save and one.from_notebook and (not target.is_file() or target.read_text(encoding="utf-8") != one.text):
+            if target.is_file():
+                shutil.copyfile(target, target.with_name(target.name + ".bak"))
+            target.write_text(one.text, encoding="utf-8")
+            print(_("wrote {file}, the file you hand in (the one it replaces: {backup})").format(
+                file=target, backup=target.name + ".bak"), file=sys.stderr)
+        elif not args.save and one.from_notebook:
+            print(_("to hand it in, write it into {file}: {command} check --path {notebook} --save").format(
+                file=target, command=course.brand.command, notebook=one.notebook), file=sys.stderr)
+    return code
+
+
+def _say_where_code_goes(course: Course, args, folder: Path) -> None:
+    """After checking unit files still (partly) the stubs: where code written in a notebook is checked."""
+    from autograder.core.results import NOT_IMPLEMENTED
+
+    stubs = [u for u in course.select(args.units) if (folder / u.file).is_file()
+             and f": {NOT_IMPLEMENTED}" in (folder / u.file).read_text(encoding="utf-8", errors="replace")]
+    if stubs and args.format == "table":
+        print(_("Still the stub here: {files}. Code written in a lesson notebook's answer cells is checked "
+                "from the notebook: {command} check --path lessons/{unit}.ipynb (--save writes it into {folder}).").format(
+            files=", ".join(u.file for u in stubs), command=course.brand.command, unit=stubs[0].name,
+            folder=folder), file=sys.stderr)
 
 
 def _repro(course: Course, args) -> int:
@@ -274,7 +394,7 @@ def _repro(course: Course, args) -> int:
 
 
 def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None = 1, *, intake: bool = False,
-                   **options) -> int:
+                   shown: str | None = None, **options) -> int:
     """Grade ``folders`` and report. With ``intake`` (``grade``), each folder is first taken in as
     every delivery path takes an upload (:mod:`autograder.delivery.submissions`): what is graded
     is a copy of its unit files, and a refused folder is reported with its status, unit by unit."""
@@ -284,11 +404,18 @@ def _grade_folders(course: Course, args, folders: list[Path], jobs: int | None =
     units = [u.name for u in course.select(args.units)]
     with tempfile.TemporaryDirectory(prefix="attn-intake-") as tmp:
         taken = [_take_in(course, f, Path(tmp) / f"{i:04d}") if intake else f for i, f in enumerate(folders)]
-        graded = iter(_grade_all(course, args, [t for t in taken if isinstance(t, Path)], units, jobs, options))
+        # The unit at fault, pointed at (autograder/grading/prerequisites.py): with the student's own
+        # siblings in process, which unit files each test ran is recorded.
+        own = not options.get("isolate", True)
+        with prerequisites.watch(course, [t for t in taken if isinstance(t, Path)],
+                                 enabled=own and not options.get("sandbox", True)) as watched:
+            graded = iter(_grade_all(course, args, [t for t in taken if isinstance(t, Path)], units, jobs, options))
         results = []
         for folder, took in zip(folders, taken):
             result = next(graded) if isinstance(took, Path) else _refused(course, units, took)
-            result.submission = str(folder.resolve())  # never the intake's temporary copy
+            if isinstance(took, Path):
+                prerequisites.annotate(course, result, took, stand_ins=not own, watched=watched)
+            result.submission = shown or str(folder.resolve())  # never the intake's temporary copy
             results.append(result)
     _emit(course, results, args)
     if args.fail_under is not None and any(r.score < args.fail_under / 100 * r.max_score for r in results):
@@ -310,7 +437,7 @@ def _refused(course: Course, units: list[str], status: str) -> GradeResult:
     """A refused folder's result: every unit unavailable with the status, each property 0 of its points."""
     return GradeResult(submission="", units={
         unit.name: UnitResult(unit.name, unit.title, "unavailable", status, [
-            TestResult(r.test_id, r.name, 0.0, r.points, "failed", status, r.visibility)
+            TestResult(r.test_id, _(r.name), 0.0, r.points, "failed", status, r.visibility)
             for r in rubric(course, unit.name)])
         for unit in course.select(units)})
 
@@ -372,7 +499,7 @@ def _batch(course: Course, args) -> int:
 
 
 def _set_due(course: Course, args) -> int:
-    from autograder.core.due_dates import set_due_of  # ValueError: exit 2, the file unchanged
+    from autograder.delivery.due_dates import set_due_of  # ValueError: exit 2, the file unchanged
 
     print(set_due_of(course.root, args.unit, args.date))
     return 0
@@ -512,6 +639,7 @@ def _main(argv: list[str]) -> int:
         return 2
     # The course's language, until a student-facing command's --lang says another (autograder/core/i18n.py).
     i18n.choose(course.language if course.language in i18n.available(course.locale) else None, course.locale)
+    _speak(argv, course)
     # Pass-through commands parse their own arguments.
     if argv and argv[0] == "nbgrader":
         from autograder.nbgrader.pipeline import main as nbgrader_main
@@ -525,11 +653,17 @@ def _main(argv: list[str]) -> int:
         if args.command in STUDENT_FACING and args.lang:
             i18n.choose(args.lang, course.locale)
         return COMMANDS[args.command](course, args)
-    except tuple(error for error, _code, _prefix in EXIT_CODES) as error:
-        code, prefix = next((c, p) for e, c, p in EXIT_CODES if isinstance(error, e))
-        if code != 1:  # below --fail-under is a result, reported already
+    except (AutograderError, FileExistsError) as error:
+        code = error.exit_code if isinstance(error, AutograderError) else EXISTS
+        prefix = next((p for kind, p in PREFIXES.items() if isinstance(error, kind)), "")
+        if code != FailUnder.exit_code:  # below --fail-under is a result, reported already
             print(f"{course.brand.command}: {_(prefix) if prefix else ''}{error}", file=sys.stderr)
         return code
+    except Exception:  # noqa: BLE001 - the engine's own bug, never the user's mistake
+        traceback.print_exc()
+        print(f"{course.brand.command}: " + _("grader failure: an internal error (the lines above say where; "
+                                              "please report them)"), file=sys.stderr)
+        return GraderError.exit_code
 
 
 if __name__ == "__main__":

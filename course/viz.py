@@ -294,17 +294,19 @@ def _load_weights(path: Path, tokens: list[str] | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="attn-course viz", description=__doc__.splitlines()[0])
+    # --help in the language chosen (the command line chose --lang already): the docstring's first line
+    # is catalogued by babel.cfg's command_line method.
+    parser = argparse.ArgumentParser(prog="attn-course viz", description=_(__doc__.splitlines()[0]))
     parser.add_argument("sentences", nargs="*", metavar="SENTENCE",
-                        help="the sentences (default: the lessons' two, where 它 means 苹果 and he means John)")
+                        help=_("the sentences (default: the lessons' two, where 它 means 苹果 and he means John)"))
     parser.add_argument("-o", "--output", type=Path, default=Path("attention.html"))
     parser.add_argument("--source", default="solutions",
-                        help="where the pronoun model's MultiHeadAttention comes from: solutions (where there "
-                             "are none, as in a student's bundle, assignments/) or your folder")
-    parser.add_argument("--weights", type=Path, help="your own weights (.json or a torch.save'd tensor)")
+                        help=_("where the pronoun model's MultiHeadAttention comes from: solutions (where there "
+                               "are none, as in a student's bundle, assignments/) or your folder"))
+    parser.add_argument("--weights", type=Path, help=_("your own weights (.json or a torch.save'd tensor)"))
     parser.add_argument("--steps", type=int,
-                        help="train the pronoun model for N steps instead of loading its shipped weights")
-    parser.add_argument("--lang", help="the language of the page and the messages (default: course.toml's)")
+                        help=_("train the pronoun model for N steps instead of loading its shipped weights"))
+    parser.add_argument("--lang", help=_("the language of the page and the messages (default: course.toml's)"))
     args = parser.parse_args(argv)
     if args.lang:
         try:

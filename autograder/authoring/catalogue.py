@@ -8,7 +8,11 @@ names, into ``<locale>/<lang>/LC_MESSAGES/messages.po``. Besides Babel's own met
 name ``hints``: :func:`extract_hints`, the advice of every ``(wrong answer, advice)`` pair a suite
 hands to ``compare.assert_close`` (``hints=[...]``), found without running or changing the test
 (hypothesis derives a test's examples from its source, so the advice is never wrapped in a call
-there: it is translated where it is shown, by ``i18n.translate_text``).
+there: it is translated where it is shown, by ``i18n.translate_text``); besides, each test's title
+(its docstring's first line, the property's name, shown translated under the same id) and each
+value's label that reads as prose (``what="weights averaged over heads"``; code such as
+``what="split_heads(x, 2)"`` reads the same in every language). The engine's ``cli.py`` is
+extracted by ``command_line``, which adds the words ``--help`` shows (``help=``, ``description=``).
 
 ``attn-course build`` writes the catalogues (:func:`build`): each language keeps the translations
 of the messages still extracted, gains the new ones with an empty translation and loses the ones
@@ -19,6 +23,7 @@ from __future__ import annotations
 import ast
 import datetime
 import io
+import re
 from pathlib import Path
 
 from autograder.core.i18n import COURSE_DOMAIN, ENGINE_DOMAIN, ENGINE_LOCALE, FIELD, catalogue_path
@@ -33,6 +38,14 @@ HEADER = ("# The {domain} catalogue in {language}: autograder/core/i18n.py reads
           "# msgstr, keeping every {{placeholder}} of its msgid.")
 # Advice reads as a sentence: a pair of names ("norm2") is not advice.
 ADVICE_WORDS = 4
+# The keyword a suite names a compared value with (compare.assert_close(..., what="weights")): shown in
+# the failure's message, so in the student's language.
+LABEL_KEYWORD = "what"
+HELP_KEYWORDS = ("help", "description")  # argparse's texts that --help shows (extract_command_line)
+COMMAND_LINE = "cli.py"  # the engine's command line, relative to its package
+# A word of prose in a label: three letters or more, not part of a name, a call, a string or an argument
+# (split_heads(, d_k, 'cuda', dim=0).
+PROSE_WORD = re.compile(r"(?<![\w.(\['\"=])[A-Za-z]{3,}(?![\w(\['\"=])")
 
 
 # -- extraction ------------------------------------------------------------------------------------
@@ -56,6 +69,49 @@ def extract_hints(fileobj, keywords, comment_tags, options):
             message = advice_template(text)
             if message is not None and len(FIELD.sub("", message).split()) >= ADVICE_WORDS:
                 yield node.lineno, None, message, []
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            title = property_title(node)
+            if title:
+                yield node.lineno, None, title, []
+        elif isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg == LABEL_KEYWORD:
+                    label = advice_template(keyword.value)
+                    if label is not None and reads_as_words(label):
+                        yield keyword.value.lineno, None, label, []
+
+
+def extract_command_line(fileobj, keywords, comment_tags, options):
+    """Babel extraction method for the command line (``cli.py``): what Babel's ``python`` method
+    finds, and the words ``--help`` shows, which the command line translates when it builds its
+    parser: every ``help=`` and ``description=`` text (a string or an f-string, its fields named as
+    in :func:`advice_template`), and the module docstring's first line (the program's description)."""
+    from babel.messages.extract import extract_python
+
+    source = fileobj.read()
+    yield from extract_python(io.BytesIO(source), keywords, comment_tags, options)
+    tree = ast.parse(source)
+    doc = ast.get_docstring(tree)
+    if doc and doc.strip():
+        yield 1, None, doc.strip().splitlines()[0].strip(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                text = advice_template(keyword.value) if keyword.arg in HELP_KEYWORDS else None
+                if text:
+                    yield keyword.value.lineno, None, text, []
+
+
+def property_title(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """A test's title, as the grading plugin names the property: its docstring's first line."""
+    doc = ast.get_docstring(node)
+    return doc.strip().splitlines()[0].strip() if doc and doc.strip() else None
+
+
+def reads_as_words(label: str) -> bool:
+    """Whether a value's label holds a word of prose (``"weights averaged over heads"``), not only
+    code, which reads the same in every language (``"split_heads(x, 2)"``, ``"LayerNorm(x)"``)."""
+    return bool(PROSE_WORD.search(FIELD.sub(" ", label)))
 
 
 def advice_template(node: ast.AST) -> str | None:
@@ -104,7 +160,7 @@ def extract(root: Path, mapping: list[tuple[str, str]], shown: Path) -> dict[str
     their lines, for ``mapping``'s (pattern, method) pairs under ``root``."""
     from babel.messages.extract import extract as babel_extract
 
-    methods = {"hints": extract_hints}
+    methods = {"hints": extract_hints, "command_line": extract_command_line}
     found: dict[str, list[str]] = {}
     seen: set[Path] = set()
     for pattern, method in mapping:
@@ -136,7 +192,8 @@ def course_mapping(course: Course) -> list[tuple[str, str]]:
 
 def domains(course: Course) -> list[tuple[str, Path, dict[str, list[str]]]]:
     """(domain, locale folder, extracted messages) of the engine and, where it has one, the course."""
-    found = [(ENGINE_DOMAIN, ENGINE_LOCALE, extract(ENGINE_ROOT, [("**.py", "python")], ENGINE_ROOT.parent))]
+    found = [(ENGINE_DOMAIN, ENGINE_LOCALE, extract(ENGINE_ROOT, [(COMMAND_LINE, "command_line"), ("**.py", "python")],
+                                                    ENGINE_ROOT.parent))]
     mapping = course_mapping(course)
     if mapping:
         assert course.locale is not None  # course_mapping found its mapping file there

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from autograder.core.errors import UsageError
 from autograder.core.manifest import Course
 
 
@@ -20,6 +21,6 @@ def unit_section(course: Course, unit: str, lang: str | None = None) -> str:
     text = translation(course.api, lang).read_text(encoding="utf-8")
     start = re.search(rf"^## \d+\. `{re.escape(course.units[unit].file)}`.*$", text, re.M)
     if start is None:
-        raise ValueError(f"{course.api.name} has no section '## N. `{course.units[unit].file}`'")
+        raise UsageError(f"{course.api.name} has no section '## N. `{course.units[unit].file}`'")
     end = re.search(r"^## ", text[start.end():], re.M)
     return text[start.start(): start.end() + end.start() if end else len(text)].strip()

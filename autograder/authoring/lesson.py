@@ -12,6 +12,7 @@ import importlib.util
 import types
 from pathlib import Path
 
+from autograder.core.errors import UsageError
 from autograder.core.manifest import Course
 
 def _lessons_package(course: Course) -> types.ModuleType:
@@ -57,11 +58,13 @@ def lesson_parts(course: Course, unit: str, docstring: str, lang: str | None = N
         elif kind == "exercise":
             parts.append(("exercise", ""))
         elif kind == "setup":
-            parts.append(("setup", lessons.SETUP))
+            # The setup cell names the lesson's language (``{lang}`` in the lessons' SETUP): the kernel's
+            # test cells and demos print in it (autograder.nbgrader.kernel_side.speak).
+            parts.append(("setup", lessons.SETUP.replace("{lang}", lang or course.language)))
         elif kind == "demo":
             parts.append(("demo", lessons.DEMO.format(name=arg, unit=unit)))
         else:
-            raise ValueError(f"{path}: unknown placeholder {{{{ {kind} }}}}")
+            raise UsageError(f"{path}: unknown placeholder {{{{ {kind} }}}}")
     if not any(kind == "exercise" for kind, _ in parts):
         parts.append(("exercise", ""))
     return parts

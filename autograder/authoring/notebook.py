@@ -31,6 +31,7 @@ from typing import Any
 
 import nbformat
 
+from autograder.core.errors import UsageError
 from autograder.authoring.contract import translation, unit_section
 from autograder.authoring.cells import KERNEL_SIDE, Chunk, split_module
 from autograder.authoring import stubgen
@@ -202,10 +203,13 @@ def build_notebook(course: Course, unit: str, *, lang: str | None = None, studen
 # The notebook's own words around the lesson, in English; a lessons folder translates them in
 # <lessons>/<lang>/notebook.toml (same keys, same {placeholders}). Code cells never change.
 TEXT = {
+    # One place to write code (docs/decisions.md, "Where code goes"): the unit file, which these cells make up.
     "graded": ("**How this notebook is graded.** Fill in every cell that says `YOUR CODE HERE`; the docstrings "
-               "give the shape of every input and output. Only these answer cells are graded, as the file "
-               "`{file}` they make up (read-only cells are restored before grading). Put any helper or extra "
-               "import inside an answer cell."),
+               "give the shape of every input and output. These answer cells make up the file `{file}` (read-only "
+               "cells are restored before grading), and that file is what is graded: handed in as this notebook, "
+               "from these cells; handed in as `assignments/{file}`, from that file, into which `{command} check "
+               "--path {unit}.ipynb --save` writes these cells (`{command} check --path {unit}.ipynb` checks them "
+               "first). Put any helper or extra import inside an answer cell."),
     "contract": ("### The contract of this unit\n\nFrom `{api}` (its general rules, on shapes, devices, precision, "
                  "errors and forbidden constructs, hold for every unit):"),
     "questions": ("The questions at the end of the lesson are graded by hand ({points} per question, besides "
@@ -223,7 +227,7 @@ def notebook_text(course: Course, lang: str | None) -> dict[str, str]:
     given = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     unknown = set(given) - set(TEXT)
     if unknown:
-        raise ValueError(f"{path}: unknown keys {', '.join(sorted(unknown))}; the keys are {', '.join(TEXT)}")
+        raise UsageError(f"{path}: unknown keys {', '.join(sorted(unknown))}; the keys are {', '.join(TEXT)}")
     return {**TEXT, **given}
 
 

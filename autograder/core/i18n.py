@@ -39,6 +39,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from autograder.core.errors import UsageError
+
 ENGLISH = "en"
 ENGINE_LOCALE = Path(__file__).resolve().parents[1] / "locale"  # the engine's own catalogues
 ENGINE_DOMAIN = "autograder"
@@ -77,7 +79,7 @@ def choose(language: str | None, course_locale: Path | None = None) -> str:
     from ``course_locale``. ValueError for a language no catalogue is written in."""
     language = language or ENGLISH
     if language != ENGLISH and language not in available(course_locale):
-        raise ValueError(f"no messages in {language!r}; the languages are {', '.join(available(course_locale))}")
+        raise UsageError(f"no messages in {language!r}; the languages are {', '.join(available(course_locale))}")
     _state.update(language=language, course_locale=Path(course_locale) if course_locale else None)
     _loaded.clear()
     translate_text.cache_clear()
@@ -108,6 +110,18 @@ def _read(language: str, course_locale: Path | None) -> dict[str, str]:
         table.update({m.id: m.string for m in catalog
                       if m.id and isinstance(m.id, str) and isinstance(m.string, str) and m.string and not m.fuzzy})
     return table
+
+
+def translations(language: str, course_locale: Path | None = None) -> dict[str, str]:
+    """msgid -> ``language``'s translation (the engine's and the course's catalogues merged), whatever
+    language this process speaks: what writes a text in another one (a notebook built in Chinese by
+    an English process). Empty for English. Do not change the dict it returns."""
+    return {} if language == ENGLISH else _read_cached(language, str(course_locale) if course_locale else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_cached(language: str, course_locale: str | None) -> dict[str, str]:
+    return _read(language, Path(course_locale) if course_locale else None)
 
 
 def renderings(message: str) -> tuple[str, ...]:

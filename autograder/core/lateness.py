@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.core.errors import UsageError
+
 DAY = 86_400.0  # seconds
 POLICIES = ("none", "per_day", "zero")
 UTC = datetime.timezone.utc
@@ -54,21 +56,21 @@ class LatePolicy:
         table = dict(table or {})
         unknown = sorted(set(table) - {"policy", "rate", "extensions"})
         if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (the keys are policy, rate and extensions)")
+            raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)} (the keys are policy, rate and extensions)")
         extensions = table.pop("extensions", None)
         if extensions is not None and (not isinstance(extensions, str) or not extensions.strip()):
-            raise ValueError(f"{where}: extensions is a CSV file's path from the course root, e.g. \"extensions.csv\"")
+            raise UsageError(f"{where}: extensions is a CSV file's path from the course root, e.g. \"extensions.csv\"")
         extensions = extensions.strip() if extensions else None
         policy = table.get("policy", "none")
         if policy not in POLICIES:
-            raise ValueError(f"{where}: policy {policy!r} is not one of {', '.join(POLICIES)}")
+            raise UsageError(f"{where}: policy {policy!r} is not one of {', '.join(POLICIES)}")
         if policy == "per_day":
             rate = table.get("rate")
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 100:
-                raise ValueError(f"{where}: policy per_day needs a rate, the percent taken per started day (0 < rate <= 100)")
+                raise UsageError(f"{where}: policy per_day needs a rate, the percent taken per started day (0 < rate <= 100)")
             return cls(policy, float(rate), extensions)
         if "rate" in table:
-            raise ValueError(f"{where}: rate is for policy per_day only (the policy is {policy})")
+            raise UsageError(f"{where}: rate is for policy per_day only (the policy is {policy})")
         return cls(policy, extensions=extensions)
 
     def describe(self) -> str:
@@ -98,11 +100,11 @@ def parse_due(value: object, where: str) -> datetime.datetime:
         try:
             when = datetime.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise ValueError(f"{where}: {value!r} is no ISO 8601 date-time") from None
+            raise UsageError(f"{where}: {value!r} is no ISO 8601 date-time") from None
     if not isinstance(when, datetime.datetime):  # a TOML date or time alone
-        raise ValueError(f"{where}: {value!r} is no date-time (write e.g. 2027-03-01T23:59:00+01:00)")
+        raise UsageError(f"{where}: {value!r} is no date-time (write e.g. 2027-03-01T23:59:00+01:00)")
     if when.utcoffset() is None:
-        raise ValueError(f"{where}: {value!s} has no UTC offset (write e.g. {when.isoformat()}+00:00)")
+        raise UsageError(f"{where}: {value!s} has no UTC offset (write e.g. {when.isoformat()}+00:00)")
     return when.astimezone(UTC)
 
 
@@ -202,7 +204,7 @@ class Extensions:
         try:
             text = path.read_text(encoding="utf-8-sig")
         except OSError as error:
-            raise ValueError(f"[late] extensions: {path} cannot be read ({error.strerror or error})") from None
+            raise UsageError(f"[late] extensions: {path} cannot be read ({error.strerror or error})") from None
         return cls.parse(text, policy.extensions)
 
     @classmethod
@@ -210,7 +212,7 @@ class Extensions:
         reader = csv.DictReader(text.splitlines())
         fields = set(reader.fieldnames or ())
         if not {"student", "unit"} <= fields or not fields & {"days", "due"}:
-            raise ValueError(f"{where}: the columns are student, unit (or * for every unit) and days or due")
+            raise UsageError(f"{where}: the columns are student, unit (or * for every unit) and days or due")
         rows = {}
         for number, row in enumerate(reader, start=2):
             student, unit = (row.get("student") or "").strip(), (row.get("unit") or "").strip() or EVERY_UNIT
@@ -218,15 +220,15 @@ class Extensions:
             if not student and not days and not due:
                 continue  # a blank line
             if not student or bool(days) == bool(due):
-                raise ValueError(f"{where}, line {number}: a row names a student and gives days or a due date, "
+                raise UsageError(f"{where}, line {number}: a row names a student and gives days or a due date, "
                                  "not both")
             if days:
                 try:
                     value = float(days)
                 except ValueError:
-                    raise ValueError(f"{where}, line {number}: days {days!r} is not a number") from None
+                    raise UsageError(f"{where}, line {number}: days {days!r} is not a number") from None
                 if not math.isfinite(value) or value < 0:
-                    raise ValueError(f"{where}, line {number}: days {days!r} is not a number of days (0 or more)")
+                    raise UsageError(f"{where}, line {number}: days {days!r} is not a number of days (0 or more)")
                 rows[(student, unit)] = Extension(days=value)
             else:
                 rows[(student, unit)] = Extension(due=parse_due(due, f"{where}, line {number}"))

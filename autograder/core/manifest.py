@@ -11,6 +11,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.core.errors import UsageError
+from autograder.core.i18n import _
 from autograder.core.lateness import LatePolicy, parse_due
 from autograder.core.settings import Limits
 
@@ -94,7 +96,8 @@ class CourseUnits:
             return list(self.units.values())
         unknown = [n for n in names if n not in self.units]
         if unknown:
-            raise ValueError(f"unknown unit(s) {', '.join(unknown)}; the units are {', '.join(self.units)}")
+            raise UsageError(_("unknown unit(s) {names}; the units are {units}").format(names=", ".join(unknown),
+                                                                                        units=", ".join(self.units)))
         return [u for u in self.units.values() if u.name in names]
 
 
@@ -159,7 +162,7 @@ def load_course(root: Path | None = None) -> Course:
     }
     unknown = sorted({f for u in units.values() for f in u.kernels} - set(data.get("kernels", {})))
     if unknown:
-        raise ValueError(f"{MANIFEST}: units name kernel families [kernels] does not define: {', '.join(unknown)}")
+        raise UsageError(f"{MANIFEST}: units name kernel families [kernels] does not define: {', '.join(unknown)}")
     return Course(
         root=root,
         name=data["course"]["name"],

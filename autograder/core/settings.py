@@ -20,6 +20,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from autograder.core.errors import UsageError
+
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
@@ -82,19 +84,19 @@ class Limits:
         if table is None:
             return cls()
         if not isinstance(table, dict):
-            raise ValueError(f"{where} must be a table of settings")
+            raise UsageError(f"{where} must be a table of settings")
         known = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - set(known))
         if unknown:
-            raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}; the settings are "
+            raise UsageError(f"{where}: unknown setting(s) {', '.join(unknown)}; the settings are "
                              f"{', '.join(known)} (docs/settings.md)")
         values: dict[str, Any] = {}
         for name, value in table.items():
             kind = known[name].type
             if isinstance(value, bool) or not isinstance(value, int if kind == "int" else (int, float)):
-                raise ValueError(f"{where}: {name} = {value!r} is not {'an integer' if kind == 'int' else 'a number'}")
+                raise UsageError(f"{where}: {name} = {value!r} is not {'an integer' if kind == 'int' else 'a number'}")
             if not value > 0:
-                raise ValueError(f"{where}: {name} = {value!r} must be positive")
+                raise UsageError(f"{where}: {name} = {value!r} must be positive")
             values[name] = value if kind == "int" else float(value)
         return cls(**values)
 

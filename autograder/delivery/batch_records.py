@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from autograder.core.errors import UsageError
 from autograder.core import lateness
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.safe_text import safe_name, safe_text
 from autograder.core.settings import DEFAULTS
-from autograder.core.uploads import SubmissionError, read_regular, walk
+from autograder.trust.uploads import SubmissionError, read_regular, walk
 from autograder.delivery import fingerprint as grader
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.formats import POINTS_POSSIBLE, markdown_text, to_markdown
@@ -203,14 +204,14 @@ def read_mapping(path: Path) -> dict[str, str]:
     with path.open(newline="", encoding="utf-8-sig") as handle:
         rows = list(csv.DictReader(handle))
     if rows and not {"upload", "student"} <= rows[0].keys():
-        raise ValueError(f"{path}: the map needs 'upload' and 'student' columns (found {', '.join(rows[0])})")
+        raise UsageError(f"{path}: the map needs 'upload' and 'student' columns (found {', '.join(rows[0])})")
     mapping: dict[str, str] = {}
     for row in rows:
         upload, student = (row.get("upload") or "").strip(), safe_name(row.get("student") or "")
         if not upload or not student or "/" in student or student.startswith("."):
-            raise ValueError(f"{path}: unusable row {row}")
+            raise UsageError(f"{path}: unusable row {row}")
         if student in mapping.values():
-            raise ValueError(f"{path}: two uploads are mapped to {student!r}")
+            raise UsageError(f"{path}: two uploads are mapped to {student!r}")
         mapping[upload] = student
     return mapping
 

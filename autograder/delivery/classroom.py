@@ -28,6 +28,7 @@ import base64
 import json
 from pathlib import Path
 
+from autograder.core.i18n import _
 from autograder.core.manifest import Course
 from autograder.core.results import GradeResult
 from autograder.core.versions import requirement
@@ -74,6 +75,12 @@ class Classroom(Platform):
             ]
             status = ("error" if unit.status == "unavailable"
                       else "pass" if all(t["status"] == "pass" for t in tests) else "fail")
+            if status == "fail" and unit.status == "graded" and unit.message:
+                # The units it builds on (autograder/grading/prerequisites.py), first: a note worth
+                # nothing, as an "error" test, the only one whose message the reporter prints.
+                tests.insert(0, {"name": _("{unit}: the units it builds on").format(unit=unit.name),
+                                 "status": "error", "message": unit.message, "line_no": 0,
+                                 "execution_time": "0ms", "score": 0})
             out[unit.name] = {"version": 1, "status": status, "max_score": unit.max_score, "tests": tests}
         return out
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.core.errors import UsageError
 from autograder.core.safe_text import csv_cell
 from autograder.delivery.lms_settings import MOODLE_IDENTIFIERS, LmsSettings, fold
 from autograder.delivery.formats import POINTS_POSSIBLE, graded, one_line, unit_score
@@ -90,18 +91,18 @@ def read_lms_roster(layout: str, path: Path) -> LmsRoster:
     finds users by (``[lms] moodle_identifier``). A ``folder`` column, if any, names each student's
     upload and is left out of the gradebook."""
     if layout not in LMS_LAYOUTS:
-        raise ValueError(f"no LMS layout {layout!r}; the layouts are {', '.join(LMS_LAYOUTS)}")
+        raise UsageError(f"no LMS layout {layout!r}; the layouts are {', '.join(LMS_LAYOUTS)}")
     text = path.read_text(encoding="utf-8-sig")
     delimiter = _delimiter(text)
     rows = [row for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if any(c.strip() for c in row)]
     if not rows:
-        raise ValueError(f"{path}: empty")
+        raise UsageError(f"{path}: empty")
     header = [cell.strip() for cell in rows[0]]
     width = len(header)
     body = []
     for row in rows[1:]:
         if any(cell.strip() for cell in row[width:]):
-            raise ValueError(f"{path}: a row has {len(row)} cells, the header {width}")
+            raise UsageError(f"{path}: a row has {len(row)} cells, the header {width}")
         body.append((row + [""] * width)[:width])
     if layout == "moodle":
         return LmsRoster("moodle", header, body, delimiter=delimiter)
@@ -112,7 +113,7 @@ def read_lms_roster(layout: str, path: Path) -> LmsRoster:
                     + [c[FOLDER].strip()] for c in cells]
         return LmsRoster("canvas", [*CANVAS_IDENTITY, FOLDER], students, delimiter=delimiter)
     if not canvas:
-        raise ValueError(f"{path}: not a Canvas gradebook export (Grades > Export), whose header starts "
+        raise UsageError(f"{path}: not a Canvas gradebook export (Grades > Export), whose header starts "
                          f"Student, ID; this one starts {', '.join(header[:3])}")
     roster = LmsRoster("canvas", header, [], delimiter=delimiter)
     for row in body:
@@ -140,11 +141,11 @@ def _canvas_column(header: list[str], width: int, unit: str, settings: LmsSettin
     wanted, cid = settings.wanted(unit), settings.canvas_ids.get(unit)
     found = [i for i, m in columns.items() if (m[2] == cid if cid else fold(m[1]) in wanted)]
     if len(found) > 1:
-        raise ValueError(f"unit {unit}: {len(found)} columns of the Canvas export match it "
+        raise UsageError(f"unit {unit}: {len(found)} columns of the Canvas export match it "
                          f"({'; '.join(header[i] for i in found)}): set [lms] canvas_ids.{unit}")
     if not found and not cid:
         titles = "; ".join(m[0] for m in columns.values()) or "none"
-        raise ValueError(f"unit {unit}: no assignment of the Canvas export is titled {settings.label(unit)!r} "
+        raise UsageError(f"unit {unit}: no assignment of the Canvas export is titled {settings.label(unit)!r} "
                          f"(its assignments: {titles}); set [lms] canvas_ids.{unit} (or names.{unit})")
     return found[0] if found else None
 
@@ -166,14 +167,14 @@ def _moodle_base(header: str) -> str:
 
 def _plan(layout: str, roster: LmsRoster, names: list[str], settings: LmsSettings) -> _Plan:
     if roster.layout != layout:
-        raise ValueError(f"a {roster.layout} roster cannot make a {layout} gradebook")
+        raise UsageError(f"a {roster.layout} roster cannot make a {layout} gradebook")
     keep = [i for i, h in enumerate(roster.header) if h != FOLDER]
     header = [roster.header[i] for i in keep]
     owner: dict[int, str]  # a gradebook column -> the unit it holds
     width, grade, feedback, warnings, owner = len(header), {}, {}, [], {}
     identifier = settings.moodle_identifier
     if layout == "moodle" and identifier not in header:
-        raise ValueError(f"the Moodle roster has no {identifier!r} column ([lms] moodle_identifier): its columns "
+        raise UsageError(f"the Moodle roster has no {identifier!r} column ([lms] moodle_identifier): its columns "
                          f"are {', '.join(header)}")
 
     def add(title: str) -> int:
@@ -192,7 +193,7 @@ def _plan(layout: str, roster: LmsRoster, names: list[str], settings: LmsSetting
             found = [i for i in range(width) if header[i] not in (identifier, FOLDER)
                      and _moodle_names(header[i]) & settings.wanted(unit)]
             if len(found) > 1:
-                raise ValueError(f"unit {unit}: {len(found)} columns of the Moodle roster match it "
+                raise UsageError(f"unit {unit}: {len(found)} columns of the Moodle roster match it "
                                  f"({'; '.join(header[i] for i in found)}): set [lms] names.{unit}")
             col = found[0] if found else add(settings.label(unit))
             if not found:
@@ -202,7 +203,7 @@ def _plan(layout: str, roster: LmsRoster, names: list[str], settings: LmsSetting
                 name = f"{_moodle_base(header[col])} (Feedback)"
                 feedback[unit] = header.index(name) if name in header else add(name)
         if col in owner:
-            raise ValueError(f"units {owner[col]} and {unit} both match the column {header[col]!r}: "
+            raise UsageError(f"units {owner[col]} and {unit} both match the column {header[col]!r}: "
                              f"tell them apart in [lms] {'canvas_ids' if layout == 'canvas' else 'names'}")
         owner[col], grade[unit] = unit, col
     return _Plan(header, keep, grade, feedback, warnings)
@@ -326,7 +327,7 @@ def lms_gradebook(layout: str, names: list[str], possible: dict[str, float], rec
     record no row takes is in ``unmatched``, never in the gradebook. Text cells pass
     :func:`csv_cell`; a number (or Moodle's ``-``) is written as it is."""
     if layout not in LMS_LAYOUTS:
-        raise ValueError(f"no LMS layout {layout!r}; the layouts are {', '.join(LMS_LAYOUTS)}")
+        raise UsageError(f"no LMS layout {layout!r}; the layouts are {', '.join(LMS_LAYOUTS)}")
     plan = _plan(layout, roster, names, settings)
     warnings = list(plan.warnings)
     if layout == "canvas":
@@ -407,7 +408,7 @@ def records_from_nbgrader_csv(path: Path) -> tuple[list[str], dict[str, float], 
         rows = list(csv.DictReader(handle))
     missing = {"assignment", "student_id", "score"} - set(rows[0] if rows else ())
     if rows and missing:
-        raise ValueError(f"{path}: not nbgrader's export (no {', '.join(sorted(missing))} column)")
+        raise UsageError(f"{path}: not nbgrader's export (no {', '.join(sorted(missing))} column)")
     possible: dict[str, float]  # unit -> its points possible
     students: dict[str, dict[str, dict]]  # student -> unit -> its record
     names, possible, students = [], {}, {}

@@ -5,6 +5,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
+from autograder.core.errors import UsageError
 from autograder.core.manifest import MANIFEST, Course
 
 MOODLE_IDENTIFIERS = ("Email address", "ID number", "Username")  # its import's useremail, useridnumber, username
@@ -41,34 +42,34 @@ def parse_lms_settings(table: dict | None, titles: dict[str, str]) -> LmsSetting
     table = dict(table or {})
     unknown = sorted(set(table) - {"names", "canvas_ids", "moodle_identifier", "moodle_feedback"})
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}")
     maps = {}
     for key in ("names", "canvas_ids"):
         value = table.get(key, {})
         if not isinstance(value, dict):
-            raise ValueError(f"{where} {key} is a table of unit = value")
+            raise UsageError(f"{where} {key} is a table of unit = value")
         strangers = sorted(set(value) - set(titles))
         if strangers:
-            raise ValueError(f"{where} {key}: no unit {', '.join(strangers)}; the units are {', '.join(titles)}")
+            raise UsageError(f"{where} {key}: no unit {', '.join(strangers)}; the units are {', '.join(titles)}")
         maps[key] = value
     for unit, name in maps["names"].items():
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"{where} names.{unit} is the LMS's name for the unit, a non-empty string")
+            raise UsageError(f"{where} names.{unit} is the LMS's name for the unit, a non-empty string")
     ids = {}
     for unit, value in maps["canvas_ids"].items():
         if isinstance(value, bool) or not re.fullmatch(r"[0-9]+", str(value).strip()):
-            raise ValueError(f"{where} canvas_ids.{unit} = {value!r}: a Canvas assignment id is the number in "
+            raise UsageError(f"{where} canvas_ids.{unit} = {value!r}: a Canvas assignment id is the number in "
                              "the assignment's address and in the export's '<title> (<id>)'")
         ids[unit] = str(value).strip()
     twice = sorted({i for i in ids.values() if list(ids.values()).count(i) > 1})
     if twice:
-        raise ValueError(f"{where} canvas_ids: assignment {', '.join(twice)} is given to two units")
+        raise UsageError(f"{where} canvas_ids: assignment {', '.join(twice)} is given to two units")
     identifier = table.get("moodle_identifier", "Email address")
     if not isinstance(identifier, str) or not identifier.strip():
-        raise ValueError(f"{where} moodle_identifier is a column of the roster, e.g. {', '.join(MOODLE_IDENTIFIERS)}")
+        raise UsageError(f"{where} moodle_identifier is a column of the roster, e.g. {', '.join(MOODLE_IDENTIFIERS)}")
     feedback = table.get("moodle_feedback", False)
     if not isinstance(feedback, bool):
-        raise ValueError(f"{where} moodle_feedback is true or false")
+        raise UsageError(f"{where} moodle_feedback is true or false")
     return LmsSettings(dict(titles), {u: n.strip() for u, n in maps["names"].items()}, ids, identifier.strip(),
                        feedback)
 

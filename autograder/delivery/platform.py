@@ -28,12 +28,14 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
+from autograder.core import i18n
 from autograder.core.manifest import MANIFEST, Course, load_course
 from autograder.core.results import GradeResult
 from autograder.core.safe_text import safe_name
 from autograder.core.versions import project_requirements, requirement_name
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.submissions import SubmissionError, collect
+from autograder.grading import prerequisites
 from autograder.grading.session import GradingSession
 
 LOG_LINE = 300  # characters per log line: student text reaches the log cut to this
@@ -82,7 +84,10 @@ class HostedPlatform(Platform):
     def main(self) -> int:
         """The entry point the platform's script runs, once per submission."""
         root = Path(os.environ.get(self.root_variable, self.default_root))
-        self.run(root, load_course(root / self.source), sandbox=sandboxed())
+        course = load_course(root / self.source)
+        # In the course's language, as the command line speaks it: titles, messages and hints.
+        i18n.choose(course.language if course.language in i18n.available(course.locale) else None, course.locale)
+        self.run(root, course, sandbox=sandboxed())
         return 0
 
 
@@ -129,6 +134,8 @@ def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> tuple
         # One submission, on a machine short of memory; nothing read yet that a student may not see.
         with GradingSession(course, sandbox=sandbox, remember=False, fork_zygote=True) as session:
             result = session.grade([folder])[0]
+        # Graded with the course's stand-ins: a unit whose stood-in sibling fails says so.
+        prerequisites.annotate(course, result, folder, stand_ins=True)
     for unit in result.units.values():
         log(f"{unit.name}: {unit.score:g}/{unit.max_score:g} ({unit.status}) {unit.message}")
         for test in unit.tests:
@@ -141,13 +148,16 @@ def grade_upload(upload: Path, course: Course, *, sandbox: bool = True) -> tuple
 def grader_files(course: Course) -> dict[Path, Path]:
     """What grading needs, as path in the grader's tree -> file here: the engine (this
     package, wherever it is installed), and what the manifest names: itself, the
-    stand-ins and both suites; never the reference solutions."""
+    stand-ins and both suites, and the message catalogues (the engine's and the course's, so that
+    the grade speaks the course's language); never the reference solutions."""
     engine = Path(__file__).resolve().parents[1]
     course_files = {MANIFEST, *(Path(rel) for unit in course.units.values() for rel in unit.files())}
     course_files |= {p.relative_to(course.root) for folder in (course.hidden_tests, course.public_tests)
                      for p in folder.rglob("*.py")}
+    if course.locale is not None and course.locale.is_dir() and course.locale.is_relative_to(course.root):
+        course_files |= {p.relative_to(course.root) for p in course.locale.rglob("*.po")}
     files = {rel: course.root / rel for rel in course_files}
-    files |= {p.relative_to(engine.parent): p for p in engine.rglob("*.py")}
+    files |= {p.relative_to(engine.parent): p for p in [*engine.rglob("*.py"), *engine.rglob("*.po")]}
     return dict(sorted(files.items()))
 
 

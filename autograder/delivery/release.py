@@ -37,6 +37,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.core.errors import UsageError
 from autograder.authoring.catalogue import for_students
 from autograder.authoring.contract import translation
 from autograder.authoring.lesson import languages, lesson_source
@@ -90,7 +91,7 @@ def release(course: Course, out: Path, langs: list[str] | None = None) -> Path:
         raise FileExistsError(f"{out} already exists; choose a new folder")
     unknown = set(langs or ()) - set(languages(course))
     if unknown:
-        raise ValueError(f"no lessons in {', '.join(sorted(unknown))}; they are written in {', '.join(languages(course))}")
+        raise UsageError(f"no lessons in {', '.join(sorted(unknown))}; they are written in {', '.join(languages(course))}")
     langs = list(dict.fromkeys(langs or languages(course)))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in course.student_bundle:
@@ -132,14 +133,14 @@ def _set_language(out: Path, lang: str) -> None:
     text = manifest.read_text(encoding="utf-8")
     course_table = re.search(r"(?ms)^\[course\][ \t]*(?:#[^\n]*)?$(.*?)(?=^\[|\Z)", text)  # a comment may follow
     if course_table is None:
-        raise ValueError(f"{manifest}: no [course] table to set the language in (write its header on a line of its own)")
+        raise UsageError(f"{manifest}: no [course] table to set the language in (write its header on a line of its own)")
     line = f"language = {json.dumps(lang)}"
     body = re.sub(r'(?m)^language\s*=\s*"[^"\n]*"', lambda _: line, course_table[1], count=1)
     if body == course_table[1] and not re.search(r"(?m)^language\s*=", body):
         body = f"\n{line}" + body
     manifest.write_text(text[:course_table.start(1)] + body + text[course_table.end(1):], encoding="utf-8")
     if load_course(out).language != lang:
-        raise ValueError(f"{manifest}: could not set [course] language = {lang!r}")
+        raise UsageError(f"{manifest}: could not set [course] language = {lang!r}")
 
 
 def _student_notebooks(course: Course, folder: Path, langs: list[str]) -> None:

@@ -29,14 +29,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.core.errors import UsageError
 from autograder.authoring.stubgen import clear_regions
 from autograder.core.manifest import Course, Unit
 from autograder.core.safe_text import csv_cell, safe_name
-from autograder.core.uploads import SubmissionError, intake
+from autograder.trust.uploads import SubmissionError, intake
 from autograder.delivery.atomic import atomic_write
 from autograder.delivery.similarity_compare import rank
 from autograder.delivery.submissions import collect
-from autograder.grading.errors import GraderError
+from autograder.core.errors import GraderError
 
 DEFAULT_THRESHOLD = 0.5  # independent correct versions of this repository's units measure 0.02-0.22
 COLUMNS = ("unit", "student_a", "student_b", "similarity_a_to_b", "similarity_b_to_a", "tokens_overlapping")
@@ -179,10 +180,10 @@ def read_class(course: Course, folder: Path, units: list[Unit],
     for unit in units:
         stub = _read_text(course.assignments / unit.file)
         if stub is None:
-            raise ValueError(f"no released stub {course.assignments / unit.file}: run `{course.brand.command} build`")
+            raise UsageError(f"no released stub {course.assignments / unit.file}: run `{course.brand.command} build`")
         boilerplate[unit.name] = [stub]
     if (folder / NBGRADER_CONFIG).is_file() and not is_nbgrader_course(folder):
-        raise ValueError(f"{folder} is an nbgrader course with no submitted/ folder: collect the notebooks first")
+        raise UsageError(f"{folder} is an nbgrader course with no submitted/ folder: collect the notebooks first")
     if is_nbgrader_course(folder):
         for unit in units:
             source = _load_json(folder / "source" / unit.name / f"{unit.name}.ipynb")
@@ -215,7 +216,7 @@ def report(course: Course, folder: Path, out: Path, units: list[str] | None = No
     """Compare every pair of students of ``folder`` unit by unit; write ``out/similarity.csv`` and
     ``out/similarity.html``."""
     if not 0 <= threshold <= 1:
-        raise ValueError(f"the threshold is a share of a file, from 0 to 1, not {threshold:g}")
+        raise UsageError(f"the threshold is a share of a file, from 0 to 1, not {threshold:g}")
     chosen = course.select(units)
     out.mkdir(parents=True, exist_ok=True)
     html = (out / "similarity.html").resolve()

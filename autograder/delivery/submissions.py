@@ -4,7 +4,7 @@ folder holding only the files that get graded.
 The CLI's ``grade`` (each folder argument), ``grade-batch`` (each student), Gradescope and
 PrairieLearn (the upload) take a submission through :func:`collect`, and nbgrader's
 ``collect`` (each student's inbox folder, for ``<unit>.ipynb``) through the same routine,
-:func:`autograder.core.uploads.intake`, with the notebooks' names as the wanted ones. So the
+:func:`autograder.trust.uploads.intake`, with the notebooks' names as the wanted ones. So the
 same upload gets the same status text on every path. Nothing in the upload is trusted:
 
 * **Nothing is followed.** The upload itself may not be a symlink; a file named like a wanted
@@ -41,7 +41,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.core.manifest import Course
-from autograder.core.uploads import NothingFound, SubmissionError, intake
+from autograder.trust.uploads import NothingFound, SubmissionError, intake
 
 __all__ = ["NothingFound", "SubmissionError", "collect"]
 

@@ -11,11 +11,12 @@ import torch
 
 from autograder.core.i18n import _
 from autograder.core.manifest import Course
-from autograder.grading.errors import GraderError
-from autograder.core.plugin import GradingPlugin, Rubric
+from autograder.grading import prerequisites
+from autograder.core.errors import GraderError
+from autograder.grading.plugin import GradingPlugin, Rubric
 from autograder.core.results import GradeResult
 from autograder.core.protocol import Subject
-from autograder.core.subject import InProcessSubject
+from autograder.trust.subject import InProcessSubject
 
 SUITES = ("public", "hidden")
 
@@ -65,7 +66,7 @@ def _subject(course: Course, folder: Path, *, sandbox: bool, isolate: bool, time
 
 def collect_suites(course: Course, units: list[str] | None = None) -> None:
     """Collect the suites as a grade does, running nothing: their test modules are then imported
-    in this process, and the units of each known (:mod:`autograder.core.plugin`). A class batch
+    in this process, and the units of each known (:mod:`autograder.grading.plugin`). A class batch
     does it before it forks its grader processes, which then start grading with both."""
     _run(course, {}, [u.name for u in course.select(units)], SUITES, None, collect_only=True)
 
@@ -109,7 +110,8 @@ def _run(course: Course, subjects: dict, selected: list[str], suites: tuple[str,
     ]
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
-        code = pytest.main(args, plugins=[plugin])
+        # (and the watches that record which unit files each test ran: autograder/grading/prerequisites.py)
+        code = pytest.main(args, plugins=[plugin, *prerequisites.watchers()])
     ran = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, *([pytest.ExitCode.NO_TESTS_COLLECTED] if collect_only else []))
     if code not in ran:
         raise GraderError(_("the test suite could not run (pytest exit code {code}):").format(code=int(code))

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autograder.core.i18n import N_, _
-from autograder.core.messages import split_reproduce
+from autograder.grading.messages import split_reproduce
 from autograder.core.results import NOT_IMPLEMENTED, GradeResult, UnitResult
 
 
@@ -59,6 +59,8 @@ def grade_table(result: GradeResult, *, verbose: bool = False) -> Table:
         if unit.status != "graded":
             table.add_row(unit.name, f"[red]{escape(_(STATUSES.get(unit.status, unit.status)))}[/red]", "",
                           escape(unit.message))
+        elif unit.message:  # the units it builds on, said first (autograder/grading/prerequisites.py)
+            table.add_row(unit.name, f"[yellow]{escape(_('builds on'))}[/yellow]", "", escape(unit.message))
         summary = _summary(unit)
         if not unit.tests:
             table.add_row(unit.name, _("no properties selected"), _points(0, 0), "")

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import torch
 
+from autograder.core.errors import UsageError
 from autograder.core import cases
 from autograder.core.i18n import _, translate_text
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, New, StudentError, leaves_of, map_nested
-from autograder.core.subject import InProcessSubject
+from autograder.trust.subject import InProcessSubject
 from autograder.testing.compare import mismatch
 
 # nn.Module's read-out of its own tensors: the one method besides the object's own call that the
@@ -69,28 +70,31 @@ class Api:
         target, inner = call.target, (call.args, call.kwargs, call.grad_outputs)
         if isinstance(target, New):
             if target.target not in self.classes:
-                raise ValueError(f"the example builds {target.target!r} to call it, and {self.unit}'s classes are "
-                                 f"{_listed(self.classes)}")
+                raise UsageError(_("the example builds {target!r} to call it, and {unit}'s classes are {classes}").format(
+                    target=target.target, unit=self.unit, classes=_listed(self.classes)))
             methods = self.classes[target.target] | READ_OUTS
             if call.method is not None and call.method not in methods:
-                raise ValueError(f"the example calls the method {call.method!r} of {target.target}, whose methods "
-                                 f"here are {_listed(methods)} (or the object itself)")
+                raise UsageError(_("the example calls the method {method!r} of {target}, whose methods here are "
+                                   "{methods} (or the object itself)").format(method=call.method, target=target.target,
+                                                                              methods=_listed(methods)))
             inner += (target.args, target.kwargs, target.state)
         elif target not in self.functions | set(self.classes):
-            raise ValueError(f"the example calls {target!r}, which is not in {self.unit}'s API: "
-                             f"{_listed(self.functions | set(self.classes))}")
+            raise UsageError(_("the example calls {target!r}, which is not in {unit}'s API: {names}").format(
+                target=target, unit=self.unit, names=_listed(self.functions | set(self.classes))))
         elif call.method is not None:
-            raise ValueError(f"the example calls a method ({call.method!r}) of {target}; only an object has methods")
+            raise UsageError(_("the example calls a method ({method!r}) of {target}; only an object has methods").format(
+                method=call.method, target=target))
         for recipe in _recipes(inner):
             torch_class = recipe.target.removeprefix("torch.nn.") if recipe.target.startswith("torch.nn.") else None
             if recipe.target not in self.classes and torch_class not in self.handed:
-                raise ValueError(f"the example builds {recipe.target!r}, which is neither a class of {self.unit} "
-                                 f"({_listed(self.classes)}) nor a torch module its tests hand in "
-                                 f"({_listed(f'torch.nn.{n}' for n in self.handed)})")
+                raise UsageError(_("the example builds {target!r}, which is neither a class of {unit} ({classes}) nor a "
+                                   "torch module its tests hand in ({modules})").format(
+                    target=recipe.target, unit=self.unit, classes=_listed(self.classes),
+                    modules=_listed(f"torch.nn.{n}" for n in self.handed)))
 
 
 def _listed(names) -> str:
-    return ", ".join(sorted(names)) or "none"
+    return ", ".join(sorted(names)) or _("none")
 
 
 def _recipes(value):
@@ -118,7 +122,7 @@ def rerun(course: Course, folder: Path, case: dict, api: Api) -> tuple[str, bool
     except StudentError as error:
         lines.append(error.describe())
         if case["expected"] is not None:
-            lines.append(_("expected {what}:").format(what=case["what"]) + f"\n{_show(case['expected'])}")
+            lines.append(_("expected {what}:").format(what=translate_text(case["what"])) + f"\n{_show(case['expected'])}")
         return "\n".join(lines), False
     got = dict(cases.parts(result)).get(case["part"]) if case["part"] else None
     if case["expected"] is None:
@@ -127,7 +131,7 @@ def rerun(course: Course, folder: Path, case: dict, api: Api) -> tuple[str, bool
                                   *shown]), True
     expected = case["expected"]
     got = got if got is not None else _same_shape(result, expected)
-    lines += [_("{what}, yours:").format(what=case["what"]), _show(got), _("expected:"), _show(expected)]
+    lines += [_("{what}, yours:").format(what=translate_text(case["what"])), _show(got), _("expected:"), _show(expected)]
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
         found = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
         return "\n".join(lines + [_("expected shape {expected}, got {got}").format(expected=tuple(expected.shape),
@@ -216,7 +220,7 @@ def snippet(course: Course, case: dict, api: Api) -> str:
 def _name(text: str) -> str:
     """``text`` where the script writes a name: only a plain Python name, which cannot be more code."""
     if not (isinstance(text, str) and text.isascii() and text.isidentifier() and not keyword.iskeyword(text)):
-        raise ValueError(f"{text!r} is not a Python name, so the script cannot use it")
+        raise UsageError(_("{text!r} is not a Python name, so the script cannot use it").format(text=text))
     return text
 
 
@@ -265,7 +269,7 @@ def _number(x) -> str:
     """A plain value as Python source, its repr (infinities and NaN as float('inf') and float('nan')):
     nothing else has a repr that is surely a literal."""
     if type(x) not in (int, float, bool, str, type(None)):
-        raise ValueError(f"a {type(x).__name__} has no literal the script could write")
+        raise UsageError(_("a {type} has no literal the script could write").format(type=type(x).__name__))
     if isinstance(x, float) and not math.isfinite(x):
         return f"float({str(x)!r})"
     return repr(x)

@@ -9,9 +9,31 @@ import types
 import warnings
 from pathlib import Path
 
+from autograder.core.i18n import _
 from autograder.core.manifest import Course, load_course
 
 _siblings: dict[str, dict[str, types.ModuleType]] = {}  # unit -> its siblings, loaded once per kernel
+_spoken: list[str] = []  # the language a cell of this kernel chose: what later cells print in
+
+
+def speak(namespace: dict | None = None, *, default: bool = True) -> str:
+    """The language this kernel's cells print in (test results, the demos' lines, plot labels): the
+    notebook's own, which its setup cell sets (``LANG``; a lesson or notebook built in Chinese says
+    "zh") once that cell has run; else the one an earlier cell chose; else, with ``default``,
+    course.toml's ``[course] language`` (a student bundle's is the one it was released in). Chosen
+    for the whole kernel (:func:`autograder.core.i18n.choose`); a language the course has no
+    catalogue in is a ValueError naming those it has."""
+    from autograder.core import i18n
+
+    lang = (namespace or {}).get("LANG")
+    if lang is None and (_spoken or not default):
+        return i18n.language()
+    course = load_course()
+    lang = lang or course.language
+    if i18n.language() != lang or i18n.course_locale() != course.locale:
+        i18n.choose(lang, course.locale)
+    _spoken[:] = [lang]
+    return lang
 
 
 def sibling(unit: str, name: str) -> types.ModuleType:
@@ -24,7 +46,7 @@ def sibling(unit: str, name: str) -> types.ModuleType:
     if name not in spec.stand_ins:
         raise ImportError(f"{unit} has no stand-in for {name} in course.toml")
     if unit not in _siblings:
-        from autograder.core.loader import load_folder, load_stand_ins
+        from autograder.trust.loader import load_folder, load_stand_ins
 
         trusted = all((course.root / path).is_file() for path in spec.stand_ins.values())
         _siblings[unit] = load_stand_ins(course, spec) if trusted else load_folder(course, course.assignments)
@@ -34,7 +56,7 @@ def sibling(unit: str, name: str) -> types.ModuleType:
 
 
 def _kernel_subject(course: Course, unit: str, namespace: dict):
-    from autograder.core.subject import InProcessSubject
+    from autograder.trust.subject import InProcessSubject
 
     # The folder of the code under test: a failure names its file and line there (a lesson may test
     # the student's assignments/ file, not the notebook's own cells).
@@ -48,10 +70,11 @@ def public_test(unit: str, test_id: str, namespace: dict) -> None:
     """Run one public test on the notebook's own definitions; raise if it fails."""
     import importlib.util
 
-    from autograder.core.determinism import use_profile
-    from autograder.core.messages import failure_message
-    from autograder.core.protocol import UnitSubject
+    from autograder.grading.determinism import use_profile
+    from autograder.grading.messages import failure_message
+    from autograder.core.cases import UnitSubject
 
+    speak(namespace)
     course = load_course()
     filename, function = test_id.split("::")
     path = course.public_tests / filename
@@ -60,7 +83,7 @@ def public_test(unit: str, test_id: str, namespace: dict) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     test = getattr(module, function)
-    doc = (test.__doc__ or function).strip().splitlines()[0]
+    doc = _((test.__doc__ or function).strip().splitlines()[0])  # the property's title, as check shows it
     use_profile()
     message: str | None  # None: the test passed
     with warnings.catch_warnings(record=True) as caught:  # warnings to stdout: stderr would read as a failure
@@ -72,10 +95,10 @@ def public_test(unit: str, test_id: str, namespace: dict) -> None:
         else:
             message = None
     for warning in caught:
-        print(f"warning: {warning.category.__name__}: {warning.message}")
+        print(_("warning: {kind}: {message}").format(kind=warning.category.__name__, message=warning.message))
     if message is not None:
-        raise AssertionError(f"{doc}: {message}") from None
-    print(f"passed: {doc}")
+        raise AssertionError(_("{title}: {message}").format(title=doc, message=message)) from None
+    print(_("passed: {title}").format(title=doc))
 
 
 def _course_dir_of_autograded() -> Path | None:
@@ -95,15 +118,16 @@ def hidden_tests(unit: str) -> None:
     from autograder.nbgrader.extract import module_source, read_notebook
     from autograder.nbgrader.rescore import grade_sources, hidden_report
 
+    speak()
     course = load_course()
     course_dir = _course_dir_of_autograded() or course.nbgrader_course
     layout = read_notebook(course_dir / "source" / unit / f"{unit}.ipynb")  # nbgrader's own folder name
     submitted = read_notebook(Path.cwd() / f"{unit}.ipynb")
     if layout is None or submitted is None:
-        print("The hidden properties run only when the instructor grades this notebook.")
+        print(_("The hidden properties run only when the instructor grades this notebook."))
         return
     result = grade_sources(course, {"notebook": {unit: module_source(layout, submitted, course.brand.metadata_key)}}, [unit])["notebook"]
     lines, failed = hidden_report(result, unit)
     print(lines)
     if failed:
-        raise AssertionError(f"{failed} hidden properties failed")
+        raise AssertionError(_("{failed} hidden properties failed").format(failed=failed))

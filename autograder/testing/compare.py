@@ -5,28 +5,30 @@ compares any value, and names the first differing index with got/expected.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from autograder.core.cases import attach
 from autograder.core.i18n import N_, _, translate_text
-from autograder.core.subject import Result, StudentError
+from autograder.core.protocol import Result, StudentError
 
-__all__ = ["N_", "assert_close", "assert_raises", "assert_unmodified", "call_summary", "check_tensor", "close_failure",
+__all__ = ["N_", "ROUGHLY", "assert_close", "assert_raises", "assert_roughly", "assert_unmodified", "call_summary", "check_tensor", "close_failure",
            "differ_text", "matching_advice", "mismatch", "proven_advice", "with_hint", "wrong_dtype"]
 
 
 def check_tensor(got, *, shape=None, dtype=None, device_type=None, what="output") -> torch.Tensor:
     problem = None
     if type(got) is not torch.Tensor:
-        problem = _("{what}: expected a torch.Tensor, got {type}").format(what=what, type=type(got).__name__)
+        problem = _("{what}: expected a torch.Tensor, got {type}").format(what=translate_text(what), type=type(got).__name__)
     elif shape is not None and tuple(got.shape) != tuple(shape):
-        problem = _("{what}: expected shape {expected}, got {got}").format(what=what, expected=tuple(shape),
+        problem = _("{what}: expected shape {expected}, got {got}").format(what=translate_text(what), expected=tuple(shape),
                                                                            got=tuple(got.shape))
     elif dtype is not None and got.dtype != dtype:
         problem = wrong_dtype(what, dtype, got.dtype)
     elif device_type is not None and got.device.type != device_type:
         problem = _("{what}: expected a tensor on {expected}, got one on {got}").format(
-            what=what, expected=device_type, got=got.device.type)
+            what=translate_text(what), expected=device_type, got=got.device.type)
     if problem:
         raise attach(AssertionError(problem), got=got, what=what)
     return got
@@ -53,7 +55,7 @@ def mismatch(got: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: fl
 
 def wrong_dtype(what: str, expected, got) -> str:
     """What a check says of a tensor of the wrong dtype."""
-    return _("{what}: expected dtype {expected}, got {got}").format(what=what, expected=expected, got=got)
+    return _("{what}: expected dtype {expected}, got {got}").format(what=translate_text(what), expected=expected, got=got)
 
 
 def differ_text(count: int, total: int, index: tuple, got: str, expected: str, worst: str) -> str:
@@ -72,7 +74,8 @@ def with_hint(message: str, advice: str | None) -> str:
 def close_failure(what: str, expected: torch.Tensor, problem: str, advice: str | None) -> str:
     """The message of a value that is not close to ``expected``: what, its shape, how it differs, the advice."""
     shape = _(" of shape {shape}").format(shape=tuple(expected.shape)) if expected.dim() else ""
-    return with_hint(_("{what}{shape}: {problem}").format(what=what, shape=shape, problem=problem), advice)
+    # The label a suite gives the value (what=...) is English, like its advice: shown in the student's language.
+    return with_hint(_("{what}{shape}: {problem}").format(what=translate_text(what), shape=shape, problem=problem), advice)
 
 
 def matching_advice(got, expected: torch.Tensor, hints, *, atol: float, rtol: float) -> set[str]:
@@ -107,6 +110,41 @@ def assert_close(got, expected: torch.Tensor, *, atol=1e-5, rtol=1e-4, what="out
     advice = proven_advice(got, expected, hints, atol=atol, rtol=rtol)
     raise attach(AssertionError(close_failure(what, expected, problem, advice)),
                  got=got, expected=expected, atol=atol, rtol=rtol, what=what)
+
+
+# How far off an anchor of a side-aspect property may be: the relative error, in norm.
+ROUGHLY = 0.5
+
+
+def assert_roughly(got, expected: torch.Tensor, *, what="output"):
+    """The anchor of a property about a side aspect (a device, a dtype, a layout, a mode): ``got``,
+    the answer on the plain path, is a tensor shaped like ``expected`` whose distance from it is at
+    most ``ROUGHLY`` of its norm.
+
+    Such a property compares the code with itself, and this anchor keeps an answer that computes
+    nothing (zeros, a constant, an input handed back: all a whole norm off) from earning it, while
+    a numerical bug, which the value properties report and name, keeps it. Entries where
+    ``expected`` is not finite are not compared. A plain answer of the wrong type or shape fails
+    the anchor in the same words: the value properties name that too.
+    """
+    try:
+        check_tensor(got, shape=expected.shape, what=what)
+    except AssertionError as error:
+        raise attach(AssertionError(_(
+            "{problem}: this property compares your code with itself, and it counts once that answer is roughly "
+            "right; the properties about values say what is wrong").format(problem=error)), got=got, what=what) from None
+    g, e = got.detach().to("cpu", torch.float64), expected.detach().to("cpu", torch.float64)
+    kept = e.isfinite()
+    g, e = g[kept], e[kept]
+    scale = e.norm().item()
+    off = (g - e).norm().item() / scale if scale > 0 else (0.0 if g.norm().item() == 0 else float("inf"))
+    if off <= ROUGHLY:  # a NaN is never <= (and is shown as such)
+        return
+    raise attach(AssertionError(_(
+        "{what} is {off} off the right answer in norm: this property compares your code with itself, and it "
+        "counts once that answer is roughly right (within {rough:.0%}); the properties about values say what is "
+        "wrong").format(what=translate_text(what), off=f"{off:.0%}" if math.isfinite(off) else off, rough=ROUGHLY)),
+        got=got, expected=expected, what=what)
 
 
 def assert_raises(run, call, kind: str, *, mentions=()):

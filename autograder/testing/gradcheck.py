@@ -15,8 +15,8 @@ from typing import Callable
 import torch
 
 from autograder.core.cases import attach
-from autograder.core.i18n import _
-from autograder.core.subject import Call, Result, leaves_of, map_nested
+from autograder.core.i18n import N_, _, translate_text
+from autograder.core.protocol import Call, Result, leaves_of, map_nested
 
 
 def check_gradients(
@@ -45,7 +45,7 @@ def check_gradients(
     analytic_call = build(tensors, grad_outputs)
     analytic_grads = run(analytic_call).arg_grads[: len(tensors)]
     # Shapes first: a mismatched pair would broadcast, and (n, 1) * (1, n) allocates n * n.
-    _same_shapes(analytic_grads, tensors, "gradient")
+    _same_shapes(analytic_grads, tensors, N_("gradient"))
     vs = [v for v in leaves_of(grad_outputs) if isinstance(v, torch.Tensor)]
 
     def project(output) -> float:
@@ -53,7 +53,7 @@ def check_gradients(
         if len(leaves) != len(leaves_of(grad_outputs)):
             raise AssertionError(_("the output's structure changed between calls on nearby inputs"))
         outs = [o for o, v in zip(leaves, leaves_of(grad_outputs)) if isinstance(v, torch.Tensor)]
-        _same_shapes(outs, vs, "output")
+        _same_shapes(outs, vs, N_("output"))
         return sum(float((o.double() * v.double()).sum()) for o, v in zip(outs, vs))
 
     for k in range(directions):
@@ -66,11 +66,12 @@ def check_gradients(
             raise attach(AssertionError(_(
                 "gradients disagree with finite differences: along random direction {direction}, autograd gives "
                 "{analytic:.8g} but the function changes at rate {numeric:.8g}"
-            ).format(direction=k + 1, analytic=analytic, numeric=numeric)), call=analytic_call, what="gradients")
+            ).format(direction=k + 1, analytic=analytic, numeric=numeric)), call=analytic_call, what=N_("gradients"))
 
 
 def _same_shapes(got, expected: list[torch.Tensor], what: str) -> None:
     """Each of ``got`` is a plain tensor shaped like its ``expected`` counterpart."""
+    what = translate_text(what)  # the message's label, in the student's language
     if len(got) != len(expected):
         raise AssertionError(_("expected {count} {what}s, got {got}").format(count=len(expected), what=what,
                                                                              got=len(got)))

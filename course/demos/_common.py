@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from autograder.core.i18n import N_, _, gettext, translate_text
-from autograder.core.loader import load_folder, load_stand_ins
+from autograder.trust.loader import load_folder, load_stand_ins
 from autograder.core.manifest import Course, load_course
 from autograder.core.results import NOT_IMPLEMENTED
 
@@ -471,6 +471,10 @@ def units_for(source: str, unit: str, namespace: dict | None = None) -> Units:
       unit: the lesson's unit.
       namespace: the notebook's ``globals()`` (needed for "auto" and "notebook").
     """
+    if namespace is not None:  # a notebook's cell: the kernel speaks the notebook's language (its LANG)
+        from autograder.nbgrader.kernel_side import speak
+
+        speak(namespace, default=False)
     if source not in (NOTEBOOK, AUTO):
         return load_units(source)
     if namespace is None:

@@ -5,7 +5,8 @@ translation goes beside it as ``zh/<unit>.md`` with the same placeholders).
 A placeholder on a line of its own stands for a code cell, the same in every
 language:
 
-  ``{{ setup }}``        the parameters cell (size of the demos, whose code they run)
+  ``{{ setup }}``        the parameters cell (size of the demos, whose code they run, the language
+                         the kernel prints in: ``LANG``, the lesson's)
   ``{{ exercise }}``     the unit's code and tests, as the nbgrader notebook's cells
   ``{{ demo: NAME }}``   run demo NAME of ``course.demos`` and show its plot
 
@@ -41,7 +42,8 @@ SIZE = "full"
 # where the course has it), or a folder holding your unit files (a relative one is looked for
 # here, then in the course's folder).
 SOURCE = "auto"
-PLOTS = "plots"  # where the demos save their PNGs'''
+PLOTS = "plots"  # where the demos save their PNGs
+LANG = "{lang}"  # the language of the test results, the demos' messages and the plots' labels'''
 
 DEMO = '''from course.demos import run_and_show, units_for
 

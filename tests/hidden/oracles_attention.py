@@ -26,13 +26,14 @@ def softmax64(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 @remembered
 def attention64(q, k, v, mask=None, *, is_causal=False, scale=None, softmax_dim=-1, causal_top_left=False,
-                causal_strict=False, finite=False):
+                causal_strict=False, finite=False, mask_after_softmax=False):
     """Scaled dot-product attention in float64: returns (output, weights).
 
-    ``softmax_dim``, ``causal_top_left``, ``causal_strict`` (the diagonal hidden)
-    and ``finite`` (masked scores set to -1e9, so a fully masked row gets uniform
-    weights) exist to build known-wrong answers for hints; the right answer uses
-    their defaults.
+    ``softmax_dim``, ``causal_top_left``, ``causal_strict`` (the diagonal hidden),
+    ``finite`` (masked scores set to -1e9, so a fully masked row gets uniform
+    weights) and ``mask_after_softmax`` (the softmax over every key, the masked
+    weights zeroed after it, so a row no longer sums to 1) exist to build
+    known-wrong answers for hints; the right answer uses their defaults.
     """
     q, k, v = q.double(), k.double(), v.double()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -49,6 +50,8 @@ def attention64(q, k, v, mask=None, *, is_causal=False, scale=None, softmax_dim=
         allowed = allowed & (top_left if causal_top_left else strict if causal_strict else causal_allowed(L, S))
     if finite:
         weights = softmax64(scores.masked_fill(~allowed, -1e9), dim=softmax_dim)
+    elif mask_after_softmax:
+        weights = softmax64(scores, dim=softmax_dim).masked_fill(~allowed, 0.0)
     else:
         weights = softmax64(scores.masked_fill(~allowed, float("-inf")), dim=softmax_dim).masked_fill(~allowed, 0.0)
     return weights @ v, weights

@@ -40,13 +40,20 @@ def sinusoidal64(num_positions: int, dim: int, base: float = 10000.0, *, start: 
     """(P, dim) float64: PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), p = start, start + 1, ...
 
     ``layout="concatenated"`` puts every sin first, then every cos; ``swap``
-    exchanges sin and cos; ``phase_dtype`` as in ``phase64``.
+    exchanges sin and cos; ``exponent="j/dim"`` gives every feature j its own
+    exponent j/dim (the cos of pair i then turns at base**(-(2i+1)/dim), not at
+    its sin's frequency); ``phase_dtype`` as in ``phase64``.
     """
     p = torch.arange(start, start + num_positions, dtype=torch.float64)  # (P,)
-    if phase_dtype is None:
-        angles = p.unsqueeze(-1) * frequencies64(dim, base, exponent=exponent)  # (P, dim/2)
-    else:
+    if phase_dtype is not None:
         angles = phase64(p, dim, base, phase_dtype)  # (P, dim/2)
+    elif exponent == "j/dim":
+        angles = p.unsqueeze(-1) * frequencies64(dim, base)  # (P, dim/2), the sines' angles
+        cos_angles = p.unsqueeze(-1) * torch.tensor(float(base), dtype=torch.float64) ** (
+            -torch.arange(1, dim, 2, dtype=torch.float64) / dim)  # (P, dim/2): feature 2i+1 at (2i+1)/dim
+        return torch.stack([angles.sin(), cos_angles.cos()], dim=-1).reshape(num_positions, dim)
+    else:
+        angles = p.unsqueeze(-1) * frequencies64(dim, base, exponent=exponent)  # (P, dim/2)
     first, second = (angles.cos(), angles.sin()) if swap else (angles.sin(), angles.cos())
     if layout == "concatenated":
         return torch.cat([first, second], dim=-1)
@@ -56,12 +63,13 @@ def sinusoidal64(num_positions: int, dim: int, base: float = 10000.0, *, start: 
 @remembered
 def rope64(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0, *,
            layout: str = "interleaved", direction: float = 1.0, exponent: str = "2i/dim",
-           phase_dtype=None) -> torch.Tensor:
+           phase_dtype=None, minus: bool = True) -> torch.Tensor:
     """RoPE in float64 with the interleaved pairing: pair (2i, 2i+1) turns by +pos * base**(-2i/D).
 
     ``layout="half"`` pairs feature i with i + D/2 (the rotate-half layout of
     GPT-NeoX and Hugging Face LLaMA); ``direction=-1`` turns clockwise;
-    ``phase_dtype`` as in ``phase64``.
+    ``minus=False`` drops the rotation's minus sign, (a cos + b sin, a sin + b cos),
+    which is no rotation; ``phase_dtype`` as in ``phase64``.
     """
     x = x.double()
     L, D = x.shape[-2], x.shape[-1]
@@ -71,11 +79,12 @@ def rope64(x: torch.Tensor, positions: torch.Tensor | None = None, base: float =
     else:
         angles = phase64(pos, D, base, phase_dtype)  # (..., L, D/2)
     cos, sin = angles.cos(), angles.sin()
+    sin_b = -sin if minus else sin  # what b contributes to the first feature: - b sin t in a rotation
     if layout == "half":
         a, b = x[..., : D // 2], x[..., D // 2 :]
-        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+        return torch.cat([a * cos + b * sin_b, a * sin + b * cos], dim=-1)
     a, b = x[..., 0::2], x[..., 1::2]
-    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    return torch.stack([a * cos + b * sin_b, a * sin + b * cos], dim=-1).flatten(-2)
 
 
 def table_atol(max_position: int) -> float:

@@ -140,7 +140,9 @@ def lstm64(x, state, params, *, order="ifgo", forget=True, h_from_old_c=False, t
     return h_next, c_next
 
 
-def gru64(x, h, params, *, order="rzn", reset_before_matmul=False, update_reversed=False, bias_hh=True):
+def gru64(x, h, params, *, order="rzn", reset_before_matmul=False, update_reversed=False, bias_hh=True,
+          detach_carry=False):
+    """h' from the formulas; ``detach_carry`` detaches the h of the carried-over term z * h."""
     p = _p(params)
     x = x.double()
     H = p["weight_hh"].shape[1]
@@ -156,7 +158,16 @@ def gru64(x, h, params, *, order="rzn", reset_before_matmul=False, update_revers
         n = torch.tanh(xi["n"] + _lin(r * h, w["n"], b.get("n")))
     else:
         n = torch.tanh(xi["n"] + r * hh["n"])
-    return z * n + (1 - z) * h if update_reversed else (1 - z) * n + z * h
+    carried = h.detach() if detach_carry else h
+    return z * n + (1 - z) * carried if update_reversed else (1 - z) * n + z * carried
+
+
+def gru_arg_grads64(params, args, upstream, **change):
+    """The gradients of ``gru64(*args, params, **change)`` with respect to ``args`` ((x,) or (x, h))
+    under ``upstream``, nested as a subject's ``arg_grads``."""
+    leaves = [a.detach().double().requires_grad_() for a in args]
+    out = gru64(leaves[0], leaves[1] if len(leaves) > 1 else None, params, **change)
+    return torch.autograd.grad(out, leaves, upstream.double(), allow_unused=True)
 
 
 def cell_hints(kind, x, state, params):
@@ -206,14 +217,17 @@ def hidden_of(state):
     return state[0] if isinstance(state, (tuple, list)) else state
 
 
-def unroll64(cell, xs, state=None):
-    """Step ``cell`` (a float64 torch cell) by hand: (outputs (B, T, H), final state)."""
+def unroll64(cell, xs, state=None, *, carry=True):
+    """Step ``cell`` (a float64 torch cell) by hand: (outputs (B, T, H), final state).
+
+    ``carry=False`` rebuilds a known bug: every step starts from the initial state.
+    """
     xs = xs.double()
-    state = _double(state)
+    initial = state = _double(state)
     outputs = []
     with torch.no_grad():
         for t in range(xs.shape[1]):
-            state = cell(xs[:, t], state)
+            state = cell(xs[:, t], state if carry else initial)
             outputs.append(hidden_of(state))
     return torch.stack(outputs, dim=1), state
 

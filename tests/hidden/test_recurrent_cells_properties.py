@@ -5,6 +5,11 @@ Tests reach the student's code only through ``subject``. The unroll and
 gradient_norms properties run them with torch's own cells (``New("torch.nn.LSTMCell")``),
 so a bug in a student's cell costs points only in the cell properties; the
 properties that are about the whole unit use the student's own cells.
+
+Side properties (marked ``aspect``: dtypes, devices, layouts, argument checks) compare
+the code with itself on the plain path (float32 on the CPU, contiguous inputs) and
+anchor that path with ``assert_roughly``, so a bug in the values fails the value
+properties only.
 """
 import math
 
@@ -12,12 +17,13 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor
-from autograder.core.protocol import Call, New
-from anchors import assert_close, check_gradients_of, tolerance
+from autograder.testing.compare import N_, assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
+from autograder.core.cases import attach
+from autograder.core.protocol import Call, New, StudentError
+from anchors import assert_close, check_gradients_of, computed_in_float32, differ, tolerance
 from oracles_recurrent_cells import (
-    CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, jacobian_norms64, lstm64,
-    permuted_orders, sequence_reference, torch_cell, unroll64, unroll_grads64,
+    CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, gru_arg_grads64, jacobian_norms64,
+    lstm64, permuted_orders, sequence_reference, torch_cell, unroll64, unroll_grads64,
 )
 from tensors import randn, seeds
 
@@ -36,6 +42,21 @@ SHAPE_CHECKS = (
 sizes = st.integers(1, 5)
 batches = st.sampled_from([None, 1, 2, 3])  # None: unbatched
 SATURATE = 30.0  # a gate bias that drives sigmoid to 0 or 1 in float32
+
+# Advice for side bugs, each shown where the failure proves it (not a guess from a wrong value).
+UNBATCHED = N_("an unbatched step, x of shape (D,), gives an unbatched state of shape (H,): remove the batch dim "
+               "you added.")
+ZERO_STATE = N_("a missing state means zeros made like x: x.new_zeros(B, H) (x's dtype and device), not "
+                "torch.zeros(B, H).")
+INPUT_WIDTH = N_("a cell checks x's last dim against input_size and raises ValueError naming both sizes.")
+SEQUENCE_RANK = N_("xs must be (B, T, D): unroll and gradient_norms check its rank and raise ValueError naming "
+                   "its shape.")
+NORMS_DTYPE = N_("gradient_norms returns xs's dtype on xs's device: make the tensors it builds (its sums of squares) "
+                 "with that dtype and device.")
+IN_PLACE = N_("a cell returns new tensors and leaves x and the state alone: an in-place update (mul_, add_, +=) "
+              "changes the caller's tensors.")
+LSTM_FINAL = N_("for an LSTM cell, final_state is the pair (h, c) the cell returned at the last step; you returned "
+                "h alone.")
 
 
 # -- recipes and inputs --------------------------------------------------------
@@ -93,9 +114,59 @@ def assert_cell_output(kind, got, expected, hints=None, *, what="", **tol):
         h, c = as_pair(got, f"LSTMCell's output{what}")
         for name, index, value in (("c'", 1, c), ("h'", 0, h)):
             part = None if hints is None else (lambda index=index: [(w[index], t) for w, t in hints()])
-            assert_close(value, expected[index], what=f"{name}{what}", hints=part, **tol)
+            assert_close(of_shape(value, expected[index], f"{name}{what}"), expected[index], what=f"{name}{what}",
+                         hints=part, **tol)
     else:
-        assert_close(got, expected, what=f"h'{what}", hints=hints, **tol)
+        assert_close(of_shape(got, expected, f"h'{what}"), expected, what=f"h'{what}", hints=hints, **tol)
+
+
+def of_shape(got, expected, what):
+    """``got``, shaped like ``expected``; an unbatched step that kept its batch dim, (1, H) for (H,), is told so."""
+    try:
+        return check_tensor(got, shape=expected.shape, what=what)
+    except AssertionError as error:
+        if isinstance(got, torch.Tensor) and expected.dim() == 1 and tuple(got.shape) == (1, *expected.shape):
+            raise hinted(error, UNBATCHED) from None
+        raise
+
+
+def hinted(error: BaseException, advice: str) -> BaseException:
+    """``error`` with ``advice`` after its message (the same exception: it keeps the case that rebuilds it)."""
+    error.args = (with_hint(str(error), advice),)
+    return error
+
+
+def raises_with_advice(subject, call, advice, fine, *, mentions=()):
+    """``assert_raises(..., "ValueError")``; its failure is followed by ``advice`` when ``fine``, the same
+    call with the argument made good, runs: the bad argument is then what went unchecked."""
+    try:
+        assert_raises(subject.run, call, "ValueError", mentions=mentions)
+    except AssertionError as error:
+        try:
+            subject.run(fine)
+        except StudentError:
+            raise error from None
+        raise hinted(error, advice) from None
+
+
+def run_with_default_state(subject, call, given):
+    """``subject.run(call)``, where ``call`` leaves the state None: a failure there, when ``given`` (the
+    same call with a state passed) runs, is the default zero state's."""
+    try:
+        return subject.run(call)
+    except StudentError as error:
+        try:
+            subject.run(given)
+        except StudentError:
+            raise error from None
+        raise attach(AssertionError(with_hint(error.describe(), ZERO_STATE)), call=call) from None
+
+
+def assert_computed_in_float64(got, right, what):
+    """A float64 answer near ``right`` that holds float32 numbers only was computed in float32 and cast
+    up: shown against ``right`` at float64 tolerance, where the downcast's hint is proven."""
+    if isinstance(got, torch.Tensor) and computed_in_float32(got, right):
+        assert_close(got, right, what=what, dtype=torch.float64, **tolerance(torch.float64))
 
 
 def flat(value):
@@ -137,11 +208,17 @@ def check_cell_against_torch(subject, kind, case, seed):
     names = ["x"] + (["h", "c"] if kind == "lstm" else ["h"])
     got_grads = [result.arg_grads[0]] + (flat(result.arg_grads[1]) if len(args) > 1 else [])
     want_grads = [arg_grads[0]] + (flat(arg_grads[1]) if len(args) > 1 else [])
-    checks = [(f"the gradient with respect to {n}", g, w) for n, g, w in zip(names, got_grads, want_grads)]
-    checks += [(f"the gradient of {n}", result.param_grads.get(n), w) for n, w in param_grads.items()]
-    for what, got, want in checks:
+    known = {}  # input -> its known wrong gradients
+    if kind == "gru" and len(args) > 1:
+        known["h"] = [(gru_arg_grads64(params, args, upstream, detach_carry=True)[1],
+                       "the carried-over z * h sends gradient to h as well: do not detach h (or take h.data) in "
+                       "h' = (1 - z) * n + z * h.")]
+    checks = [(f"the gradient with respect to {n}", g, w, known.get(n, [])) for n, g, w in zip(names, got_grads, want_grads)]
+    checks += [(f"the gradient of {n}", result.param_grads.get(n), w, []) for n, w in param_grads.items()]
+    for what, got, want, hints in checks:
         try:
-            assert_close(got, want, what=what, hints=[(torch.zeros_like(want), "no gradient arrives: is something detached?")])
+            assert_close(got, want, what=what, hints=[(torch.zeros_like(want), "no gradient arrives: is something detached?"),
+                                                      *hints])
         except AssertionError as error:
             if not (isinstance(got, torch.Tensor) and got.shape == want.shape):
                 raise
@@ -312,11 +389,15 @@ def unroll_hints(kind, params, xs, state):
              (backwards.flip(1), "the sequence was run backwards: step t must read xs[:, t], t = 0 .. T-1.")]
     if state is not None:
         hints.append((unroll64(cell, xs, None)[0], "the given initial state was ignored (the run started from zeros)."))
+    hints.append((unroll64(cell, xs, state, carry=False)[0],
+                  "carry the state: step t starts from the state step t - 1 returned, not from the initial state."))
     return hints
 
 
 def assert_final_state(kind, got, expected, *, hints=(), what="final_state"):
     if kind == "lstm":
+        if isinstance(got, torch.Tensor) and got.shape == expected[0].shape and not differ(got, expected[0], atol=1e-5, rtol=1e-4):
+            raise AssertionError(with_hint(f"{what} must be a tuple (h, c); got a tensor, the last h", LSTM_FINAL))
         h, c = as_pair(got, what)
         assert_close(h, expected[0], what=f"{what}'s h", hints=[(w[0], t) for w, t in hints])
         assert_close(c, expected[1], what=f"{what}'s c", hints=[(w[1], t) for w, t in hints])
@@ -445,8 +526,6 @@ def test_unroll_final_state_is_the_last_step(subject, case, seed):
     _, after_first = unroll64(cell, xs[:, :1], state)
     # (Returning the initial state is no proven bug: with state None it is None, like returning nothing.)
     hints = [(after_first, "final_state is the state after the first step; it must be the state after the last one.")]
-    if kind == "lstm" and not (isinstance(final, tuple) and len(final) == 2):
-        raise AssertionError("for an LSTM cell, final_state is what the cell returned at the last step: the tuple (h, c)")
     assert_final_state(kind, final, expected, hints=hints)
     assert_close(final[0] if kind == "lstm" else final, outputs[:, -1].double(), what="final_state's h vs outputs[:, -1]")
 
@@ -526,35 +605,70 @@ def test_gradient_norms_decay_for_a_contractive_rnn(subject, T, D, H, seed):
 
 # -- dtypes, devices ------------------------------------------------------------
 
+def roughly(got, expected, what):
+    """``assert_roughly`` on the values: a tensor holding as many numbers as ``expected`` is compared in
+    ``expected``'s shape (shapes are the value properties' to judge)."""
+    if isinstance(got, torch.Tensor) and got.numel() == expected.numel():
+        got = got.reshape(expected.shape)
+    assert_roughly(got, expected, what=what)
+
+
+def as_float32(value):
+    """``value`` (a tensor, a tuple of them, or None) in float32."""
+    if isinstance(value, (tuple, list)):
+        return tuple(as_float32(v) for v in value)
+    return None if value is None else value.float()
+
+
 @pytest.mark.points(2)
+@pytest.mark.aspect("dtype")
 @settings(max_examples=12)
 @given(kind=st.sampled_from(KINDS), D=st.integers(1, 4), H=st.integers(1, 4), batch=batches, given_state=st.booleans(),
        T=st.integers(1, 4), dtype=st.sampled_from([torch.float64, torch.bfloat16]), seed=seeds)
 def test_dtype_is_preserved(subject, kind, D, H, batch, given_state, T, dtype, seed):
-    """float64 and bfloat16 give results of the same dtype (cells, unroll and gradient_norms); cell outputs in float64 are right to float64 precision (computed in float64), in bfloat16 within bfloat16 tolerance, and the last gradient norm is sqrt(H)"""
+    """float64 and bfloat16 give results of the same dtype (cells, unroll and gradient_norms) equal to the float32 ones within that dtype's precision (cell outputs in float64 computed in float64), and the last gradient norm is the float32 one"""
     # Checks: G3, G4, G7.
-    tol = tolerance(dtype, atol=2e-2, rtol=2e-2)
+    tol = dict(atol=1e-5, rtol=1e-4) if dtype == torch.float64 else dict(atol=2e-2, rtol=2e-2)
     params = cell_params(kind, D, H, True, seed)
     args = step_args(kind, batch, D, H, seed + 10, given_state, dtype=dtype)
-    got = subject.run(Call(subject.unit, student_cell(kind, D, H, True, params), args, dtype=dtype)).output
-    expected, _, _ = cell_reference(kind, params, args, round_to=dtype)
+    # The plain path: float32, with the parameters and inputs this dtype holds (bfloat16 rounds them).
+    rounded = {k: v.to(dtype).float() for k, v in params.items()}
+    plain = subject.run(Call(subject.unit, student_cell(kind, D, H, True, rounded), as_float32(args))).output
+    roughly(flat(plain)[0], flat(cell_reference(kind, rounded, as_float32(args))[0])[0], f"{CLASS[kind]}'s h' in float32")
+    cell = student_cell(kind, D, H, True, params)
+    call = Call(subject.unit, cell, args, dtype=dtype)
+    given = Call(subject.unit, cell, (args[0], make_state(kind, (*lead(batch), H), seed, dtype=dtype)), dtype=dtype)
+    got = (subject.run(call) if given_state else run_with_default_state(subject, call, given)).output
     for g in flat(got):
         check_tensor(g, dtype=dtype, what=f"{CLASS[kind]}'s output for {dtype} inputs")
-    assert_cell_output(kind, got, expected, what=f" in {dtype}", **tol)
+    assert_cell_output(kind, got, plain, what=f" in {dtype} against float32", **tol)
+    if dtype == torch.float64:
+        right = cell_reference(kind, params, args)[0]
+        for name, g, r in zip(("h'", "c'"), flat(got), flat(right)):
+            assert_computed_in_float64(g, r, f"{name} in {dtype}")
     # unroll and gradient_norms, with torch's cell made in the dtype.
     xs = randn((1, T, D), seed + 30, dtype=dtype)
-    cell = trusted_cell(kind, D, H, True, params, dtype=dtype)
-    outputs, final = run_unroll(subject, cell, xs)
+    outputs, final = run_unroll(subject, trusted_cell(kind, D, H, True, params, dtype=dtype), xs)
     check_tensor(outputs, shape=(1, T, H), dtype=dtype, what=f"unroll's outputs for {dtype} inputs")
-    norms = check_tensor(run_norms(subject, cell, xs), shape=(T,), dtype=dtype, what=f"gradient_norms for {dtype} inputs")
-    assert_close(norms[-1], torch.tensor(math.sqrt(H), dtype=torch.float64), what=f"the last entry of gradient_norms in {dtype}", **tol)
+    norms = run_norms(subject, trusted_cell(kind, D, H, True, params, dtype=dtype), xs)
+    try:
+        check_tensor(norms, shape=(T,), dtype=dtype, what=f"gradient_norms for {dtype} inputs")
+    except AssertionError as error:
+        if isinstance(norms, torch.Tensor) and norms.dtype == torch.float32 and norms.shape == (T,):
+            raise hinted(error, NORMS_DTYPE) from None
+        raise
+    plain_norms = check_tensor(run_norms(subject, trusted_cell(kind, D, H, True, params), xs.float()), shape=(T,),
+                               what="gradient_norms in float32")
+    assert_roughly(plain_norms, jacobian_norms64(kind, params, xs.float()), what="gradient_norms in float32")
+    assert_close(norms[-1], plain_norms[-1], what=f"the last entry of gradient_norms in {dtype} against float32", **tol)
 
 
 @pytest.mark.points(2)
+@pytest.mark.aspect("device")
 @settings(max_examples=5)
 @given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), T=st.integers(1, 4), seed=seeds)
 def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
-    """the whole unit runs on the meta device (zero states are created on the input's device)"""
+    """the whole unit runs on the meta device (zero states are created on the input's device), giving the shapes of the CPU calls"""
     # Checks: G3, G4.
     meta = dict(device="meta")
     params = cell_params(kind, D, H, True, seed)
@@ -562,20 +676,26 @@ def test_runs_on_meta_device(subject, kind, D, H, B, T, seed):
     for batch in (B, None):
         for given_state in (False, True):
             args = step_args(kind, batch, D, H, seed + 10, given_state)
-            out = subject.run(Call(subject.unit, cell, args, **meta)).output
-            for name, g in zip(("h'", "c'"), out if kind == "lstm" else (out,)):
-                check_tensor(g, shape=(*lead(batch), H), device_type="meta",
+            plain = subject.run(Call(subject.unit, cell, args)).output
+            roughly(flat(plain)[0], flat(cell_reference(kind, params, args)[0])[0], f"{CLASS[kind]}'s h' on the CPU")
+            call = Call(subject.unit, cell, args, **meta)
+            given = Call(subject.unit, cell, step_args(kind, batch, D, H, seed + 10, True), **meta)
+            out = (subject.run(call) if given_state else run_with_default_state(subject, call, given)).output
+            for name, g, p in zip(("h'", "c'"), flat(out), flat(plain)):
+                check_tensor(g, shape=p.shape, device_type="meta",
                              what=f"{CLASS[kind]}'s {name} on meta ({'unbatched' if batch is None else 'batched'}, state {'given' if given_state else 'None'})")
     xs = randn((1, T, D), seed + 20)
+    plain, _ = run_unroll(subject, cell, xs)
     outputs, _ = run_unroll(subject, cell, xs, **meta)
-    check_tensor(outputs, shape=(1, T, H), device_type="meta", what="unroll's outputs on meta")
+    check_tensor(outputs, shape=check_tensor(plain, what="unroll's outputs on the CPU").shape, device_type="meta",
+                 what="unroll's outputs on meta")
+    plain = check_tensor(run_norms(subject, cell, xs), what="gradient_norms on the CPU")
     norms = run_norms(subject, cell, xs, **meta)
-    check_tensor(norms, shape=(T,), device_type="meta", what="gradient_norms on meta")
-    got = subject.run(Call(subject.unit, cell, args)).output  # meta tensors hold no values
-    assert_cell_output(kind, got, cell_reference(kind, params, args)[0], what=" on the CPU")
+    check_tensor(norms, shape=plain.shape, device_type="meta", what="gradient_norms on meta")
 
 
 @pytest.mark.points(0)
+@pytest.mark.aspect("device")
 @settings(max_examples=5)
 @given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), T=st.integers(1, 4), seed=seeds)
 def test_cpu_and_cuda_agree(subject, kind, D, H, B, T, seed):
@@ -589,6 +709,7 @@ def test_cpu_and_cuda_agree(subject, kind, D, H, B, T, seed):
     cell = student_cell(kind, D, H, True, params)
     args = step_args(kind, B, D, H, seed + 10, True)
     cpu = subject.run(Call(subject.unit, cell, args)).output
+    roughly(flat(cpu)[0], flat(cell_reference(kind, params, args)[0])[0], f"{CLASS[kind]}'s h' on the CPU")
     cuda = subject.run(Call(subject.unit, cell, args, device="cuda")).output
     check_tensor(flat(cuda)[0], device_type="cuda", what=f"{CLASS[kind]}'s output of a CUDA call")
     assert_cell_output(kind, tuple(t.cpu() for t in cuda) if kind == "lstm" else cuda.cpu(), cpu, what=" on CUDA")
@@ -604,6 +725,7 @@ def test_cpu_and_cuda_agree(subject, kind, D, H, B, T, seed):
 # -- contract and gradients --------------------------------------------------------
 
 @pytest.mark.points(2)
+@pytest.mark.aspect("errors")
 @given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), extra=st.integers(1, 3), seed=seeds)
 def test_bad_shapes_raise_value_error(subject, kind, D, H, B, extra, seed):
     """a wrong input or state width or a state of another batch size raises ValueError naming both sizes; an x of the wrong rank, an unknown nonlinearity, and xs of the wrong rank for unroll or gradient_norms raise ValueError"""
@@ -614,7 +736,7 @@ def test_bad_shapes_raise_value_error(subject, kind, D, H, B, extra, seed):
         return Call(subject.unit, cell, args)
 
     x = randn((B, D), seed)
-    assert_raises(subject.run, call(randn((B, D + extra), seed)), "ValueError", mentions=(D, D + extra))
+    raises_with_advice(subject, call(randn((B, D + extra), seed)), INPUT_WIDTH, call(x), mentions=(D, D + extra))
     assert_raises(subject.run, call(randn((B, 2, D), seed)), "ValueError")
     wide = randn((B, H + extra), seed + 1)
     good = randn((B, H), seed + 2)
@@ -628,9 +750,12 @@ def test_bad_shapes_raise_value_error(subject, kind, D, H, B, extra, seed):
         bad = New("RNNCell", (D, H), {"nonlinearity": "sigmoid"})
         assert_raises(subject.run, Call(subject.unit, bad, (x,)), "ValueError")
     trusted = trusted_cell(kind, D, H, True, cell_params(kind, D, H, True, seed))
+    xs = randn((1, 2, D), seed)
     for function in ("unroll", "gradient_norms"):
-        assert_raises(subject.run, Call(subject.unit, function, (trusted, randn((3,), seed))), "ValueError")
-    assert_raises(subject.run, Call(subject.unit, "unroll", (trusted, randn((1, 1, 2, D), seed))), "ValueError")
+        raises_with_advice(subject, Call(subject.unit, function, (trusted, randn((3,), seed))), SEQUENCE_RANK,
+                           Call(subject.unit, function, (trusted, xs)))
+    raises_with_advice(subject, Call(subject.unit, "unroll", (trusted, randn((1, 1, 2, D), seed))), SEQUENCE_RANK,
+                       Call(subject.unit, "unroll", (trusted, xs)))
 
 
 @pytest.mark.points(2)
@@ -666,18 +791,26 @@ def gradcheck_cell(subject, kind, D, H, batch, bias, seed):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("layout")
 @given(kind=st.sampled_from(KINDS), D=sizes, H=sizes, B=st.integers(1, 3), T=st.integers(1, 4), seed=seeds)
 def test_noncontiguous_inputs_left_unmodified(subject, kind, D, H, B, T, seed):
-    """non-contiguous inputs work, and no input (x, h, c, xs) is modified in place"""
+    """non-contiguous inputs give the contiguous inputs' results, and no input (x, h, c, xs) is modified in place"""
     # Checks: G6.
     params = cell_params(kind, D, H, True, seed)
     args = step_args(kind, B, D, H, seed + 10, True)
-    result = subject.run(Call(subject.unit, student_cell(kind, D, H, True, params), args, noncontiguous=True))
-    assert_unmodified(result)
-    expected, _, _ = cell_reference(kind, params, args)
-    assert_cell_output(kind, result.output, expected, what=" for non-contiguous inputs")
+    cell = student_cell(kind, D, H, True, params)
+    plain = subject.run(Call(subject.unit, cell, args)).output
+    roughly(flat(plain)[0], flat(cell_reference(kind, params, args)[0])[0], f"{CLASS[kind]}'s h' for contiguous inputs")
+    result = subject.run(Call(subject.unit, cell, args, noncontiguous=True))
+    try:
+        assert_unmodified(result)
+    except AssertionError as error:
+        raise hinted(error, IN_PLACE) from None
+    assert_cell_output(kind, result.output, plain, what=" for non-contiguous inputs against contiguous ones")
     xs = randn((B, T, D), seed + 20)
     state = make_state(kind, (B, H), seed + 30)
+    plain, _ = run_unroll(subject, trusted_cell(kind, D, H, True, params), xs, state)
+    assert_roughly(plain, unroll64(torch_cell(kind, params), xs, state)[0], what="unroll's outputs for contiguous inputs")
     result = subject.run(Call(subject.unit, "unroll", (trusted_cell(kind, D, H, True, params), xs, state), noncontiguous=True))
     assert_unmodified(result)
-    assert_close(result.output[0], unroll64(torch_cell(kind, params), xs, state)[0], what="unroll's outputs for non-contiguous inputs")
+    assert_close(result.output[0], plain, what="unroll's outputs for non-contiguous inputs against contiguous ones")

@@ -14,7 +14,6 @@ suites, not the sandbox).
 """
 from __future__ import annotations
 
-import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 import torch
 
 import mutants
+from hint_texts import fired, written_hints
 from conftest import ROOT
 from autograder.core.manifest import load_course
 
@@ -30,18 +30,6 @@ COURSE = load_course(ROOT)
 UNITS = mutants.grouped(u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file())
 UNITS_ALL = [u for u in COURSE.units if (mutants.MUTANTS / f"{u}.toml").is_file()]
 HIDDEN = ROOT / "tests" / "hidden"
-# A hint runs from "Hint: " to the counterexample the grader appends, or to the end.
-HINT = re.compile(r"Hint: (.+?)(?= \(counterexample:|\Z)", re.S)
-
-
-def fired(result: dict) -> dict[str, set[str]]:
-    """Every hint in a unit's failed tests: hint text -> the tests it fired in."""
-    found: dict[str, set[str]] = {}
-    for test in result["tests"]:
-        if test["status"] == "failed":
-            for text in HINT.findall(test["output"] or ""):
-                found.setdefault(text.strip(), set()).add(test["id"].split("::")[-1])
-    return found
 
 
 def problems(name: str, declared: list[str], hints: dict[str, set[str]]) -> list[str]:
@@ -58,33 +46,6 @@ def test_hints_fire_on_their_own_mutant_only(unit, catalogue):
     cases = {"alternative": catalogue[unit]["alternative"], **catalogue.mutants(unit)}
     found = [p for name, result in cases.items() for p in problems(name, declared.get(name, []), fired(result))]
     assert not found, "\n".join(found)
-
-
-def written_hints(path: Path) -> dict[str, re.Pattern]:
-    """The advice texts of ``path``: the text of every (wrong answer, advice) pair, a literal, an
-    f-string (its holes match anything) or a module constant, that reads as a sentence (four words
-    or more: a pair of names is not advice). Text -> the pattern a fired hint matches."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    constants = {node.targets[0].id: node.value for node in tree.body if isinstance(node, ast.Assign)
-                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
-    found = {}
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Tuple) and len(node.elts) == 2):
-            continue
-        text = node.elts[1]
-        text = constants.get(text.id, text) if isinstance(text, ast.Name) else text
-        if isinstance(text, ast.BinOp):  # "..." "..." across lines is one Constant; "..." + "..." is not used
-            continue
-        if isinstance(text, ast.Constant) and isinstance(text.value, str):
-            parts = [text.value]
-        elif isinstance(text, ast.JoinedStr):
-            parts = [v.value if isinstance(v, ast.Constant) else None for v in text.values]
-        else:
-            continue
-        shown = "…".join(p for p in parts if p is not None)
-        if len(shown.split()) >= 4:
-            found[shown] = re.compile("".join(".*?" if p is None else re.escape(p) for p in parts), re.S)
-    return found
 
 
 def _unit_files(unit: str) -> list[Path]:
@@ -172,3 +133,60 @@ def test_a_small_error_in_float64_is_not_called_a_precision_bug():
     with pytest.raises(AssertionError) as error:
         anchors.assert_close(scaled, right, dtype=torch.float64, **anchors.tolerance(torch.float64))
     assert "Hint" not in str(error.value)
+
+
+# -- coverage (issue 58): a hint for every bug the catalogue holds ------------------------------
+#
+# A mutant is "named" when one of the hints its entry declares fires in one of its failed tests (and,
+# by test_hints_fire_on_their_own_mutant_only, no other hint does: none misdirects), or when the
+# grader refuses its file for a forbidden use, a refusal that names the use and its line. An entry
+# that cannot be told apart from the right answer or from another bug on any case keeps `hints = []`,
+# with a comment saying why; at most a tenth of the catalogue may.
+COVERAGE = 0.90
+
+
+def coverage(unit: str, graded: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """(the mutants of ``unit`` whose declared hint fires, those whose hint misdirects)."""
+    named, misdirected = [], []
+    for m in mutants.load(unit):
+        hints = fired(graded[m["name"]])
+        declared = m.get("hints", [])
+        refused = graded[m["name"]].get("status") == "forbidden" and "line" in (graded[m["name"]].get("message") or "")
+        if refused or any(d in text for d in declared for text in hints):
+            named.append(m["name"])
+        if any(not any(d in text for d in declared) for text in hints):
+            misdirected.append(m["name"])
+    return named, misdirected
+
+
+@pytest.mark.xdist_group("hint-coverage")
+def test_the_catalogue_is_named_by_its_hints(catalogue):
+    """Over the whole catalogue, at least COVERAGE of the bugs get the hint that names them, and
+    none gets a hint for another bug. Prints the figure the README gives."""
+    total = named = 0
+    wrong: list[str] = []
+    lines = []
+    for unit in UNITS_ALL:
+        right, misdirected = coverage(unit, catalogue.mutants(unit))
+        count = len(mutants.load(unit))
+        total, named = total + count, named + len(right)
+        wrong += [f"{unit}/{name}" for name in misdirected]
+        lines.append(f"{unit}: {len(right)}/{count}")
+    print(f"hint coverage: {named}/{total} = {named / total:.0%} ({', '.join(lines)}); misdirected: {len(wrong)}")
+    assert not wrong, f"hints that name another bug: {wrong}"
+    assert named / total >= COVERAGE, f"only {named}/{total} of the catalogue's bugs get their hint: " + \
+        ", ".join(lines)
+
+
+def test_coverage_counts_a_declared_hint_and_flags_a_stray_one(monkeypatch):
+    entries = [{"name": "a", "hints": ["divide by sqrt"]}, {"name": "b", "hints": []}, {"name": "c", "hints": ["x y"]}]
+    monkeypatch.setattr(mutants, "load", lambda unit: entries)
+
+    def result(*outputs):
+        return {"tests": [{"id": f"t.py::t{i}", "status": "failed", "output": o} for i, o in enumerate(outputs)]}
+
+    graded = {"a": result("wrong. Hint: did you divide by sqrt(d)?"), "b": result("wrong"),
+              "c": result("wrong. Hint: normalize over the keys (counterexample: ...)")}
+    assert coverage("u", graded) == (["a"], ["c"])
+    graded["b"].update(status="forbidden", message="u.py uses torch.softmax (line 3)")
+    assert coverage("u", graded) == (["a", "b"], ["c"])

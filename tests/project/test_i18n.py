@@ -95,6 +95,37 @@ def test_the_suites_advice_is_extracted_without_touching_the_tests(tmp_path):
     assert found["the scale is 1/sqrt(E), not 1/E."] == ["test_suite.py"]
 
 
+def test_titles_and_labels_are_extracted_and_code_is_not(tmp_path):
+    """A test's title (its docstring's first line) and a value's label that reads as prose
+    (``what=...``, fields named) are messages; a label that is only code is not."""
+    suite = tmp_path / "test_suite.py"
+    suite.write_text(
+        'def test_x(subject):\n'
+        '    """the weights sum to 1 over the keys\n\n    More text, not the title."""\n'
+        '    assert_close(a, b, what="weights")\n'
+        '    assert_close(a, b, what=f"output with dropout_p={p} (seed {seed})")\n'
+        '    assert_close(a, b, what="split_heads(x, 2)")\n'
+        '    assert_close(a, b, what=f"LayerNorm({d}, eps={eps})(x)")\n'
+        'def helper():\n    """not a test"""\n', encoding="utf-8")
+    found = catalogue.extract(tmp_path, [("**.py", "hints")], tmp_path)
+    assert set(found) == {"the weights sum to 1 over the keys", "weights", "output with dropout_p={p} (seed {seed})"}
+
+
+def test_every_property_title_has_its_chinese():
+    """Every graded test's title, under its id: the catalogue holds it with its Chinese, so check,
+    the reports and the notebooks show it in Chinese (the id, test_x.py::test_y, is the same)."""
+    table = {m.id: m.string for m in catalogue.read(i18n.catalogue_path(COURSE.locale, "zh", i18n.COURSE_DOMAIN))}
+    missing = []
+    for path in sorted([*COURSE.hidden_tests.glob("test_*.py"), *COURSE.public_tests.glob("test_*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                title = catalogue.property_title(node)
+                # A title that is code alone (no prose word) may read the same in Chinese.
+                if title and not (table.get(title) and (CJK.search(table[title]) or not catalogue.reads_as_words(title))):
+                    missing.append(f"{path.name}::{node.name}: {title!r}")
+    assert not missing, "titles with no Chinese (run `attn-course build`, then translate):\n" + "\n".join(missing)
+
+
 # -- (b) every message has its Chinese -----------------------------------------------------------
 
 @pytest.mark.parametrize("path", catalogues(), ids=lambda p: p.relative_to(ROOT).as_posix())

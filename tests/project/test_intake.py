@@ -21,7 +21,7 @@ import pytest
 import modes
 from conftest import ROOT
 from autograder.core.manifest import load_course
-from autograder.core.uploads import STATUS_LIMIT, NothingFound, SubmissionError, intake
+from autograder.trust.uploads import STATUS_LIMIT, NothingFound, SubmissionError, intake
 from autograder.delivery.gradescope import Gradescope
 from autograder.delivery.prairielearn import PrairieLearn
 from autograder.delivery.submissions import collect

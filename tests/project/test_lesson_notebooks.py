@@ -11,6 +11,8 @@ this test's tool, installed into the venv beside the bundle (a student opens the
 Jupyter or VS Code instead). The notebook must complete; on the finished code every test passes
 and every demo shows its plot exactly once; on the stubs every demo says, in one line, which file
 to implement and where it took it from; and no output holds a warning or the profiler's lines.
+All of it in the bundle's language, which the kernel speaks (the setup cell's ``LANG``; a zh
+bundle's test results are in Chinese: test_zh_everywhere.py reads every output for English).
 """
 from __future__ import annotations
 
@@ -19,12 +21,15 @@ import re
 
 import pytest
 
-from student_bundle import LANGS, UNITS, find_uv, finished, run
+from conftest import ROOT
+from student_bundle import LANGS, MANIFEST, UNITS, find_uv, finished, run
+from autograder.core import i18n
 
 nbformat = pytest.importorskip("nbformat")
 
 pytestmark = pytest.mark.xdist_group("bundle")
 
+CJK = re.compile(r"[\u3400-\u9fff]")
 STRAY = re.compile(r"Warning\b|warnings\.warn|profiler_st|USDT:|STAGE:|ActivityProfiler")
 RUNS = [(lang, variant) for lang in LANGS for variant in ("stubs", "finished")]
 # Run by the bundle's venv: executes a notebook as nbconvert does, SIZE = "small" injected after
@@ -71,6 +76,11 @@ def executed(request, student_bundles) -> dict:
     return {"lang": lang, "variant": variant, "assignments": bundle["root"] / "assignments", "notebooks": notebooks}
 
 
+def said(lang: str, msgid: str) -> str:
+    """``msgid`` as a notebook in ``lang`` prints it (the kernel speaks the notebook's language)."""
+    return msgid if lang == "en" else i18n.translations(lang, ROOT / MANIFEST["paths"]["locale"])[msgid]
+
+
 def texts(cell) -> list[str]:
     """Every text a code cell shows: streams, results, errors."""
     out = []
@@ -113,20 +123,29 @@ def test_a_lesson_notebook_runs_headless(executed, unit):
             errors = [t for t in texts(cell) if any(o.output_type == "error" for o in cell.outputs)]
             assert not errors, f"{lang}/{unit}: a cell failed on the finished code:\n{cell.source}\n{errors}"
         tests = [c for c in code if is_test(c) and "public_test(" in c.source]
-        assert tests and all(any(line.startswith("passed: ") for t in texts(c) for line in t.splitlines())
+        passed = said(lang, "passed: {title}").split("{title}")[0]
+        assert tests and all(any(line.startswith(passed) for t in texts(c) for line in t.splitlines())
                              for c in tests), f"{lang}/{unit}: a public test did not pass on the finished code"
         for cell in demos:
             assert images(cell) == 1, f"{lang}/{unit}: {images(cell)} plots shown by\n{cell.source}"
             assert not any("not run yet" in t for t in texts(cell))
         assert all(images(c) == 0 for c in code if not is_demo(c))
     else:
+        not_run = said(lang, "{name}: not run yet: {problem}").split("{name}")[1].split("{problem}")[0]
+        first = said(lang, "implement {file} first{then} ({last} says: {says}). It ran {ran}. To run your code from "
+                           "another folder, set SOURCE in the lesson's setup cell (or --source) to the folder that "
+                           "holds your {file}.")
+        implement = re.escape(first.split("{file}")[0]) + r"\w+\.py" + re.escape(first.split("{file}")[1].split("{then}")[0])
         for cell in demos:
             shown = "".join(texts(cell))
-            assert images(cell) == 0 and "not run yet: implement " in shown, f"{lang}/{unit}: {shown!r}"
-            assert re.search(r"implement \w+\.py first", shown) and str(executed["assignments"]) in shown, (
+            assert images(cell) == 0 and not_run in shown, f"{lang}/{unit}: {shown!r}"
+            assert re.search(implement, shown) and str(executed["assignments"]) in shown, (
                 f"{lang}/{unit}: the demo should name the file to write and where it took it from: {shown!r}")
             assert not any(o.output_type == "error" for o in cell.outputs), f"{lang}/{unit}: a demo cell raised"
         tests = [c for c in code if is_test(c) and "public_test(" in c.source]
-        assert tests and all(any("not implemented yet" in t for t in texts(c)) for c in tests), (
+        assert tests and all(any(said(lang, "not implemented yet") in t for t in texts(c)) for c in tests), (
             f"{lang}/{unit}: each public test should say the unit is not implemented yet")
+    if lang != "en":  # the kernel speaks the bundle's language: every test result is in it
+        results = [" ".join(texts(c)) for c in code if is_test(c) and "public_test(" in c.source]
+        assert all(CJK.search(r) for r in results), f"{lang}/{unit} ({variant}): a test printed no {lang}: {results}"
     print(f"{lang}/{unit} ({variant}): {nb.metadata['seconds']} s")

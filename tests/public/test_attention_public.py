@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from autograder.testing.compare import assert_close, assert_raises, check_tensor
+from autograder.testing.compare import assert_close, assert_raises, assert_roughly, check_tensor
 from autograder.core.protocol import Call
 
 pytestmark = pytest.mark.unit("attention")
@@ -31,6 +31,7 @@ def test_causal_mask_three_by_three(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("shape")
 def test_attention_shapes(subject):
     """attention returns output (B, L, Ev) and weights (B, L, S)"""
     # Checks: A5.
@@ -47,14 +48,17 @@ def test_attention_hand_example(subject):
     # Checks: A5, A6.
     q = torch.tensor([[[1.0, 0.0]]])  # (1, 1, 2)
     k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (1, 2, 2)
-    v = torch.tensor([[[10.0], [20.0]]])  # (1, 2, 1)
+    v = torch.tensor([[[10.0, 1.0, 0.0], [20.0, 2.0, 0.0]]])  # (1, 2, 3): Ev = 3 is not E = 2, so the scale shows its width
     w = torch.softmax(torch.tensor([1.0, 0.0]) / math.sqrt(2.0), dim=0)
     out, weights = subject.call("scaled_dot_product_attention", q, k, v)
     # The hidden grade's advice for the bugs this case shows (its texts, word for word: test_hints).
     scaled = [(torch.softmax(torch.tensor([1.0, 0.0]) * s, dim=0).reshape(1, 1, 2), advice) for s, advice in (
-        (1.0, "did you forget to divide the scores by sqrt(d_k)?"), (0.5, "the scale is 1/sqrt(E), not 1/E."))]
-    assert_close(weights, w.reshape(1, 1, 2), what="weights", hints=scaled)
-    assert_close(out, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="output")
+        (1.0, "did you forget to divide the scores by sqrt(d_k)?"), (0.5, "the scale is 1/sqrt(E), not 1/E."),
+        (1 / math.sqrt(3.0), "the scale is 1/sqrt(E), E the width of query and key, not Ev, the width of value."))]
+    # A softmax over the queries: each key's one score normalized on its own.
+    over_queries = (torch.ones(1, 1, 2), "softmax must normalize over the keys (the last dim), not over the queries.")
+    assert_close(weights, w.reshape(1, 1, 2), what="weights", hints=[*scaled, over_queries])
+    assert_close(out, (w @ v[0]).reshape(1, 1, 3), what="output")
 
 
 # In the cases below the query is zero, so every score is 0 and each query
@@ -67,11 +71,12 @@ def zero_query_case(L: int, S: int):
     return q, k, v
 
 
-def check_even_weights(subject, L, S, expected_rows, **kwargs):
+def check_even_weights(subject, L, S, expected_rows, hints=(), **kwargs):
+    """``hints``: [(the weights' rows of a known bug, its advice)]."""
     q, k, v = zero_query_case(L, S)
     expected = torch.tensor(expected_rows).unsqueeze(0)  # (1, L, S)
     out, weights = subject.call("scaled_dot_product_attention", q, k, v, **kwargs)
-    assert_close(weights, expected, what="weights")
+    assert_close(weights, expected, what="weights", hints=[(torch.tensor(rows).unsqueeze(0), advice) for rows, advice in hints])
     assert_close(out, expected @ v, what="output")
 
 
@@ -80,7 +85,8 @@ def test_bool_mask_true_means_may_attend(subject):
     """a bool attn_mask: True = may attend, False keys get zero weight"""
     # Checks: A7.
     mask = torch.tensor([[True, False, True], [False, True, False]])  # (L=2, S=3)
-    check_even_weights(subject, 2, 3, [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]], attn_mask=mask)
+    reversed_polarity = ([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]], "True in a boolean mask means 'may attend', not 'masked out'.")
+    check_even_weights(subject, 2, 3, [[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]], [reversed_polarity], attn_mask=mask)
 
 
 @pytest.mark.points(1)
@@ -135,16 +141,19 @@ def test_dropout_zero_is_deterministic(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("mode")
 def test_dropout_zeroes_weights_and_rescales_the_rest(subject):
-    """dropout_p=0.25 zeroes about a quarter of the weights and multiplies the others by 1 / (1 - 0.25)"""
+    """dropout_p=0.25 zeroes about a quarter of the weights and multiplies the others by 1 / (1 - 0.25), against your weights without dropout"""
     # Checks: A10.
     q, k, v = zero_query_case(40, 10)  # 400 weights, each 1/10 before dropout
+    _, plain = subject.call("scaled_dot_product_attention", q, k, v)
+    assert_roughly(plain, torch.full((1, 40, 10), 0.1), what="weights without dropout")
     _, weights = subject.run(Call(subject.unit, "scaled_dot_product_attention", (q, k, v),
                                   {"dropout_p": 0.25}, seed=0)).output
     weights = check_tensor(weights, shape=(1, 40, 10), what="weights")
     dropped = weights == 0
     assert 0.15 < dropped.float().mean() < 0.35, f"{dropped.float().mean():.0%} of the weights are zero, expected about 25%"
-    assert_close(weights[~dropped], torch.full((int((~dropped).sum()),), 0.1 / 0.75), what="the surviving weights")
+    assert_close(weights[~dropped], plain[~dropped] / 0.75, what="the surviving weights")
 
 
 @pytest.mark.points(1)
@@ -172,6 +181,7 @@ def test_scale_argument_replaces_one_over_sqrt_e(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_wrong_widths_raise_value_error(subject):
     """query and key of different widths raise ValueError naming both sizes"""
     # Checks: G8.

@@ -7,11 +7,21 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from autograder.testing.compare import assert_close, assert_raises, check_tensor
 from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("efficient_attention")
+# The advice of the hidden grade, word for word, for the classic mistakes these cases show.
+ACC_RESCALE = ("when a tile raises a row's running maximum from m_old to m_new, the running output acc must be rescaled "
+               "by exp(m_old - m_new) before the tile's weights @ v are added to it: acc was not rescaled.")
+SUM_RESCALE = ("when a tile raises a row's running maximum from m_old to m_new, the running sum l must be rescaled "
+               "by exp(m_old - m_new) before the tile's exp(score - m_new) are added to it: l was not rescaled.")
+NO_RESCALE = ("when a tile raises a row's running maximum from m_old to m_new, the running sum l and the running output "
+              "acc must both be rescaled by exp(m_old - m_new) before the tile's terms are added: neither l nor acc was "
+              "rescaled.")
+RESTART = "positions continue after the cache: the new tokens sit at cache.length + arange(L), not at arange(L)."
 
 
 @pytest.mark.points(1)
@@ -19,14 +29,18 @@ def test_flash_one_query_two_tiles(subject):
     """one query, two keys in two tiles of one key, the second scoring far higher (it raises the running max from 0 to 4.24): the output is softmax of the scaled scores times the values"""
     # Checks: E2.
     # Scaled scores 0 and 6 / sqrt(2): the second tile raises the running max m, so l and acc from the
-    # first tile count only after they are rescaled by exp(m_old - m_new). The right answer is 19.86;
+    # first tile count only after they are rescaled by r = exp(m_old - m_new). The right answer is 19.86;
     # without that rescale it is 15.0 (neither), 10.1 (l alone) or 29.6 (acc alone).
     q = torch.tensor([[[2.0, 0.0]]])  # (1, 1, 2)
     k = torch.tensor([[[0.0, 1.0], [3.0, 0.0]]])  # (1, 2, 2)
     v = torch.tensor([[[10.0], [20.0]]])  # (1, 2, 1)
     w = torch.softmax(torch.tensor([0.0, 6.0]) / math.sqrt(2.0), dim=0)
+    r = math.exp(-6.0 / math.sqrt(2.0))
+    # After the second tile, without a rescale: acc = 10 + 20 (or 10 r + 20), l = 1 + 1 (or r + 1).
+    wrong = [(30.0 / 2.0, NO_RESCALE), ((10.0 * r + 20.0) / 2.0, SUM_RESCALE), (30.0 / (r + 1.0), ACC_RESCALE)]
     got = subject.call("flash_attention", q, k, v, block_size=1)
-    assert_close(got, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="flash_attention(block_size=1)")
+    assert_close(got, (w @ torch.tensor([10.0, 20.0])).reshape(1, 1, 1), what="flash_attention(block_size=1)",
+                 hints=[(torch.tensor(answer).reshape(1, 1, 1), text) for answer, text in wrong])
 
 
 @pytest.mark.points(1)
@@ -83,6 +97,7 @@ def test_rotate_pairs_turns_interleaved_pairs(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("cache")
 def test_kv_cache_buffers_stay_out_of_state_dict(subject):
     """a new KVCache holds no tensor (keys and values are None); after an append it returns them and its state_dict stays empty"""
     # Checks: E11, E12, E14.
@@ -99,6 +114,7 @@ def test_kv_cache_buffers_stay_out_of_state_dict(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("cache")
 def test_kv_cache_first_append(subject):
     """appending to an empty KVCache returns what was appended: the whole cache"""
     # Checks: E14.
@@ -110,6 +126,7 @@ def test_kv_cache_first_append(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("shape")
 def test_shapes(subject):
     """multi-query attention (1 kv head): output (B, L, E), and the cache holds (B, 1, L, Dh)"""
     # Checks: E18, E25, E28.
@@ -122,20 +139,60 @@ def test_shapes(subject):
     check_tensor(values, shape=(2, 1, 5, 2), what="the cache's values")
 
 
+def rotated(x, positions, base=10000.0):
+    """Unit 4's rotary embedding of x (B, H, L, D): pair (2i, 2i+1) turns by positions * base**(-2i/D)."""
+    D = x.shape[-1]
+    angles = positions.double()[:, None] * base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (L, D/2)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()], dim=-1).flatten(-2)
+
+
+def restarted_decode(state, x, chunks, H, Hkv):
+    """A known wrong decoding, in float64: every chunk's positions start again at 0 (the cache's offset forgotten)."""
+    def project(t, name, heads):  # (B, T, E) -> (B, heads, T, Dh)
+        y = F.linear(t.double(), state[f"{name}.weight"].double(), state[f"{name}.bias"].double())
+        return y.unflatten(-1, (heads, -1)).transpose(1, 2)
+
+    keys, values, outs, start = [], [], [], 0
+    for size in chunks:
+        part, positions = x[:, start:start + size], torch.arange(size)  # the bug: not start + arange(size)
+        q = rotated(project(part, "q_proj", H), positions)
+        keys.append(rotated(project(part, "k_proj", Hkv), positions))
+        values.append(project(part, "v_proj", Hkv))
+        k, v = (torch.cat(t, dim=2).repeat_interleave(H // Hkv, dim=1) for t in (keys, values))  # (B, H, S, Dh)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(
+            ~torch.ones(size, k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - size), float("-inf"))  # bottom-right
+        weights = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+        out = (weights / weights.sum(dim=-1, keepdim=True)) @ v  # (B, H, size, Dh)
+        outs.append(F.linear(out.transpose(1, 2).flatten(2), state["out_proj.weight"].double(),
+                             state["out_proj.bias"].double()))
+        start += size
+    return torch.cat(outs, dim=1).float()
+
+
 @pytest.mark.points(1)
+@pytest.mark.aspect("cache")
 def test_decode_token_by_token_equals_full_pass(subject):
     """with rotary positions, a prompt of 2 then 3 single tokens gives the outputs of one full causal pass"""
     # Checks: E20, E27.
-    x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(1))
-    attn = New("GroupedQueryAttention", (8, 4, 2), {"rope_base": 10000.0})
-    full = subject.call(attn, x)  # the same seeded weights in both calls
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(1, 5, 8, generator=gen)
+    sizes = {"q_proj": (8, 8), "k_proj": (4, 8), "v_proj": (4, 8), "out_proj": (8, 8)}  # 2 kv heads of width 2
+    state = {}
+    for name, shape in sizes.items():
+        state[f"{name}.weight"] = torch.randn(shape, generator=gen) / math.sqrt(8)
+        state[f"{name}.bias"] = torch.randn(shape[0], generator=gen) / 2
+    attn = New("GroupedQueryAttention", (8, 4, 2), {"rope_base": 10000.0}, state=state)
+    full = subject.call(attn, x)
     out, _, _ = subject.call("decode_in_chunks", attn, x, [2, 1, 1, 1])
     # Equal to each other proves nothing if both are constant: the tokens must differ.
     assert (full - full[:, :1]).abs().max() > 1e-4, "the full pass gives every token the same output"
-    assert_close(out, full, what="decoded output against the full pass")
+    assert_close(out, full, what="decoded output against the full pass",
+                 hints=[(restarted_decode(state, x, [2, 1, 1, 1], 4, 2), RESTART)])
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_bad_sizes_raise_value_error(subject):
     """ValueError for num_heads=4 with num_kv_heads=3 (naming both), an odd head dim with rope_base, a 1-D key or unequal widths in flash_attention, disagreeing key and value in KVCache.append, chunk sizes [2, 0, 1] or [2, 2] for L = 3"""
     # Checks: E8, E15, E17, E29.

@@ -38,13 +38,18 @@ def test_split_heads_small_example(subject):
 def test_merge_heads_undoes_split_heads(subject):
     """merge_heads(split_heads(x)) gives x back"""
     # Checks: M2.
-    x = torch.arange(2 * 3 * 6.0).reshape(2, 3, 6)
-    split = subject.run(Call(subject.unit, "split_heads", (x, 3))).output
+    x = torch.arange(2 * 3 * 8.0).reshape(2, 3, 8)  # L = 3 positions, H = 4 heads: a swap of the two shows
+    split = subject.run(Call(subject.unit, "split_heads", (x, 4))).output
     back = subject.run(Call(subject.unit, "merge_heads", (split,))).output
-    assert_close(back, x, atol=0, rtol=0, what="merge_heads(split_heads(x, 3))")
+    # The right split, (B, H, L, Dh), flattened to (B, L, E) without moving the heads back.
+    unmoved = x.reshape(2, 3, 4, 2).transpose(1, 2).reshape(2, 3, 8)
+    assert_close(back, x, atol=0, rtol=0, what="merge_heads(split_heads(x, 4))",
+                 hints=[(unmoved, "merge_heads must transpose (B, H, L, Dh) back to (B, L, H, Dh) before flattening the "
+                                  "heads; a plain reshape mixes positions and heads.")])
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("shape")
 def test_output_and_weight_shapes(subject):
     """the output is (B, L, E); the weights (B, L, S) averaged, or (B, H, L, S) per head"""
     # Checks: M4, M9.
@@ -166,6 +171,7 @@ def test_need_weights_false_and_eval_dropout(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_wrong_sizes_raise_value_error(subject):
     """embed_dim not divisible by num_heads, or a query of the wrong width, raises ValueError naming the sizes"""
     # Checks: G8.

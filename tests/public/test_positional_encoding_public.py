@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from autograder.testing.compare import assert_close, assert_raises, check_tensor
+from autograder.testing.compare import assert_close, assert_raises, assert_roughly, check_tensor
 from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("positional_encoding")
@@ -27,15 +27,20 @@ def test_sinusoidal_table_two_by_four(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("dtype")
 def test_bfloat16_table_at_position_1001(subject):
-    """in bfloat16, row 1001 of sinusoidal_encoding(1002, 2) is [sin 1001, cos 1001] within bfloat16 tolerance"""
+    """in bfloat16, row 1001 of sinusoidal_encoding(1002, 2) is the float32 table's row within bfloat16 tolerance"""
     # Checks: G4, G7.
     # bfloat16 holds 1000 and 1008 but not 1001: an angle computed in bfloat16 is sin(1000), far off.
+    # Compared with your own float32 table (whose values the other tests check), anchored to [sin 1001, cos 1001].
+    plain = check_tensor(subject.call("sinusoidal_encoding", 1002, 2), shape=(1002, 2),
+                         what="sinusoidal_encoding(1002, 2)")[1001]
+    assert_roughly(plain, torch.tensor([math.sin(1001.0), math.cos(1001.0)]), what="row 1001 of the float32 table")
     table = check_tensor(subject.call("sinusoidal_encoding", 1002, 2, dtype=torch.bfloat16), shape=(1002, 2),
                          dtype=torch.bfloat16, what="sinusoidal_encoding(1002, 2, dtype=torch.bfloat16)")
     angle = float(torch.tensor(1001.0, dtype=torch.bfloat16))
-    assert_close(table[1001], torch.tensor([math.sin(1001.0), math.cos(1001.0)]), atol=2e-2, rtol=0.0,
-                 what="row 1001 of the bfloat16 table",
+    assert_close(table[1001], plain, atol=2e-2, rtol=0.0,
+                 what="row 1001 of the bfloat16 table against the float32 table's",
                  hints=[(torch.tensor([math.sin(angle), math.cos(angle)]),
                          "the angle position * frequency was computed in bfloat16, which cannot even hold position "
                          "1001: compute the angles in float32 (an upcast) and cast only the result.")])
@@ -71,8 +76,12 @@ def test_rope_pairs_are_interleaved(subject):
     # Pair 0 turns at 10000^0 = 1 whatever the frequency formula, so only the pairing matters here.
     x = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]])  # (1, L=2, D=4): e_1 twice
     expected = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [-math.sin(1.0), math.cos(1.0), 0.0, 0.0]]])
+    # The rotate-half layout pairs feature 1 with feature 3 (pair 1 of the halves, frequency 0.01).
+    rotate_half = torch.tensor([[[0.0, 1.0, 0.0, 0.0], [0.0, math.cos(0.01), 0.0, math.sin(0.01)]]])
     got = check_tensor(subject.call("apply_rope", x), shape=(1, 2, 4), what="apply_rope(x)")
-    assert_close(got, expected, what="apply_rope of e_1 at positions 0 and 1")
+    assert_close(got, expected, what="apply_rope of e_1 at positions 0 and 1", hints=[
+        (rotate_half, "pairs are interleaved, (x[2i], x[2i+1]) as in RoFormer and LLaMA; not (x[i], x[i + D/2]) "
+                      "(the rotate-half layout).")])
 
 
 @pytest.mark.points(1)
@@ -121,6 +130,7 @@ def test_module_adds_to_x_and_keeps_the_table_out_of_state_dict(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_max_len_limits_the_positions(subject):
     """with max_len=3, offset + L = 3 fits and offset + L = 4 raises ValueError naming max_len"""
     # Checks: P3.
@@ -132,6 +142,7 @@ def test_max_len_limits_the_positions(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_odd_dims_raise_value_error(subject):
     """an odd dim raises ValueError naming it, in sinusoidal_encoding and apply_rope"""
     # Checks: G8.

@@ -77,6 +77,18 @@ def torch_cell(kind: str, D: int, H: int, **kwargs):
     return cell, {name: p.detach().clone() for name, p in cell.state_dict().items()}
 
 
+def gates_read_as_ifog(cell: torch.nn.LSTMCell) -> torch.nn.LSTMCell:
+    """``cell`` as an LSTM that reads the packed gate blocks as i, f, o, g (CS231n's order): torch's
+    cell with blocks 2 and 3 (g and o) exchanged."""
+    def reordered(t):  # (4H, ...): the blocks i, f, g, o stacked as i, f, o, g
+        i, f, g, o = t.chunk(4)
+        return torch.cat([i, f, o, g])
+
+    wrong = torch.nn.LSTMCell(cell.input_size, cell.hidden_size)
+    wrong.load_state_dict({name: reordered(p) for name, p in cell.state_dict().items()})
+    return wrong
+
+
 @pytest.mark.points(1)
 def test_cells_match_torch(subject):
     """RNNCell (tanh and relu), LSTMCell and GRUCell with torch's weights give torch's next state"""
@@ -89,10 +101,15 @@ def test_cells_match_torch(subject):
         ref, params = torch_cell(kind, 3, 4, **kwargs)
         with torch.no_grad():
             want = ref(x, state)
+            wrong = gates_read_as_ifog(ref)(x, state) if kind == "LSTMCell" else None
         got = subject.run(Call(subject.unit, New(kind, (3, 4), kwargs, state=params), (x, state))).output
-        pairs = zip(got, want, ("h'", "c'")) if kind == "LSTMCell" else [(got, want, "h'")]
-        for g, w, name in pairs:
-            assert_close(g, w, what=f"{kind} {kwargs or ''} {name}")
+        if kind == "LSTMCell":
+            pairs = [(g, w, name, [(bad, "torch's gate order is i, f, g, o (CS231n's notes use i, f, o, g).")])
+                     for g, w, name, bad in zip(got, want, ("h'", "c'"), wrong)]
+        else:
+            pairs = [(got, want, "h'", [])]
+        for g, w, name, hints in pairs:
+            assert_close(g, w, what=f"{kind} {kwargs or ''} {name}", hints=hints)
 
 
 @pytest.mark.points(1)
@@ -126,6 +143,7 @@ def test_unroll_steps_through_time_from_the_given_state(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_wrong_shapes_raise_value_error(subject):
     """a wrong input size, or xs that is not (B, T, D), raises ValueError naming the sizes"""
     # Checks: G8.
