@@ -167,10 +167,14 @@ def torch_layer_norm(x, weight=None, bias=None, eps=1e-5):
 # -- hand-written oracles, for known-wrong answers ------------------------------------
 
 @remembered
-def layer_norm64(x, weight=None, bias=None, eps=1e-5, *, unbiased=False, eps_outside=False, dims=(-1,)):
+def layer_norm64(x, weight=None, bias=None, eps=1e-5, *, unbiased=False, eps_outside=False, dims=(-1,), detached=()):
+    """LayerNorm in float64; the keyword arguments build known-wrong answers (``detached``: the
+    statistics, "mean" and/or "var", cut from the graph, so no gradient flows through them)."""
     x = x.double()
     mean = x.mean(dim=dims, keepdim=True)
     var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
+    mean = mean.detach() if "mean" in detached else mean
+    var = var.detach() if "var" in detached else var
     y = (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / (var + eps).sqrt()
     if weight is not None:
         y = y * weight.double()
@@ -223,14 +227,15 @@ def attention64(x, state, num_heads, *, attn_mask=None, key_padding_mask=None, i
 
 def block64(x, state, num_heads, *, norm_first, attn_mask=None, key_padding_mask=None, is_causal=False,
             act="erf", attn_residual=True, ffn_residual=True, residual_from_normed="", norms=("norm1", "norm2"),
-            use_masks=True):
+            use_masks=True, detached=()):
     """The block by hand; the keyword arguments after ``is_causal`` build known-wrong answers
-    (``residual_from_normed``: "attn", "ffn" or "both" pre-norm residuals taken from the normalized x)."""
+    (``residual_from_normed``: "attn", "ffn" or "both" pre-norm residuals taken from the normalized x;
+    ``detached``: as ``layer_norm64``'s, in both norms)."""
     x = x.double()
 
     def norm(h, which):
         name = norms[which]
-        return layer_norm64(h, state[f"{name}.weight"], state.get(f"{name}.bias"))
+        return layer_norm64(h, state[f"{name}.weight"], state.get(f"{name}.bias"), detached=detached)
 
     def attn(h):
         masks = dict(attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal) if use_masks else {}
@@ -267,6 +272,8 @@ def block_hints(x, state, num_heads, *, norm_first, **masks):
         (dict(ffn_residual=False), "the feed-forward sublayer lost its residual connection (x + ...)."),
         (dict(norms=("norm1", "norm1")), "norm2 must be a LayerNorm of its own: norm1 was used for both sublayers."),
         (dict(norms=("norm2", "norm2")), "norm1 and norm2 must be two LayerNorms: one was shared by both sublayers."),
+        (dict(norms=("norm2", "norm1")), "norm1 goes with the attention sublayer and norm2 with the feed-forward one: "
+                                         "the two were swapped."),
     ]
     if norm_first:
         text = "in pre-norm the residual adds the un-normalized x: x + attn(norm1(x)), not norm1(x) + attn(norm1(x))."
@@ -276,4 +283,18 @@ def block_hints(x, state, num_heads, *, norm_first, **masks):
         options = dict(norm_first=norm_first, **masks)
         options.update(change)
         hints.append((block64(x, state, num_heads, **options), text))
+    return hints
+
+
+DETACHED_STATS = ("LayerNorm's gradient flows through its mean and variance too: do not detach them "
+                  "(or compute them under torch.no_grad()).")
+
+
+def block_input_grads(x, state, num_heads, grad_output, *, norm_first, **masks):
+    """Known wrong gradients of x (statistics of the norms cut from the graph), each with the advice."""
+    hints = []
+    for detached in (("mean",), ("var",), ("mean", "var")):
+        leaf = x.double().detach().requires_grad_()
+        out = block64(leaf, state, num_heads, norm_first=norm_first, detached=detached, **masks)
+        hints.append((torch.autograd.grad(out, leaf, grad_output.double())[0], DETACHED_STATS))
     return hints

@@ -18,6 +18,7 @@ Decisions where the API page is silent (following ``nn.TransformerEncoderLayer``
     eps placement, which changes such rows by a factor of 3, is still pinned.
 """
 
+import dataclasses
 from typing import NamedTuple
 
 import pytest
@@ -25,12 +26,13 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from autograder.testing.compare import assert_raises, assert_unmodified, check_tensor
-from autograder.core.protocol import Call, New
-from anchors import assert_close, check_gradients_of, tolerance
+from autograder.core.cases import attach
+from autograder.testing.compare import assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
+from autograder.core.protocol import Call, New, StudentError
+from anchors import DOWNCAST, assert_close, check_gradients_of, tolerance
 from oracles_transformer_block import (
-    LINEAR_BIASES, NORM_BIASES, block64, block_hints, block_state, ffn64, ffn_state, layer_norm64, norm_state,
-    one_thread, torch_block, torch_layer_norm,
+    LINEAR_BIASES, NORM_BIASES, block64, block_hints, block_input_grads, block_state, ffn64, ffn_state, layer_norm64,
+    norm_state, one_thread, torch_block, torch_layer_norm,
 )
 from tensors import permutation, rand_bool, randn, seeds
 
@@ -101,6 +103,10 @@ def layer_norm_hints(x, state, eps):
     hints = [
         (layer_norm64(x, w, b, eps, unbiased=True), "use the biased variance (divide by d, not d - 1), as nn.LayerNorm."),
         (layer_norm64(x, w, b, eps, eps_outside=True), "eps goes inside the square root: (x - mean) / sqrt(var + eps)."),
+        # x.std() (unbiased) + eps, as The Annotated Transformer writes it
+        (layer_norm64(x, w, b, eps, unbiased=True, eps_outside=True),
+         "x.std() + eps is not LayerNorm's denominator: use the biased variance (divide by d, not d - 1) and add eps "
+         "inside the square root, sqrt(var + eps)."),
         (layer_norm64(x, w, b, 1e-5), f"the `eps` argument ({eps:g}) was ignored."),
         (layer_norm64(x, None, None, eps), "multiply by `weight` and add `bias` after normalizing."),
         # (eps 0 and a tiny default such as 1e-12 give one answer: the advice fits both)
@@ -141,6 +147,58 @@ def zeroed(state, *prefixes):
             if key in out:
                 out[key] = torch.zeros_like(out[key])
     return out
+
+
+# Advice written once and given in several places, or for answers that are no tensor (proven by
+# ``known_answer``): module constants, so that a pair naming one is read as written.
+NO_AFFINE = ("with elementwise_affine=False register weight and bias as None "
+             "(self.register_parameter(\"weight\", None)), as nn.LayerNorm does.")
+BIAS_IGNORED = ("bias=False was ignored: pass it on to self_attn, ffn, norm1 and norm2, as "
+                "nn.TransformerEncoderLayer(..., bias=False) does.")
+# (the norms built without bias=bias, or a LayerNorm that ignores it: one answer, so one advice for both)
+NORMS_KEEP_BIAS = ("norm1 and norm2 kept their biases: build them as LayerNorm(d_model, bias=bias), and "
+                   "LayerNorm(bias=False) registers bias as None.")
+LN_BIAS_KEPT = "LayerNorm(d, bias=False) has a weight and no bias: it registers bias as None, as nn.LayerNorm(d, bias=False)."
+LN_SIZE_CHECK = ("LayerNorm checks that x's last dim is normalized_shape and raises ValueError naming both sizes, "
+                 "before any broadcast can fail.")
+EVAL_DROPOUT = "dropout is off in eval mode: use nn.Dropout, or pass training=self.training to F.dropout."
+SUM_DROPPED = ("apply dropout1 and dropout2 each to its sublayer's output, before the residual addition, "
+               "not to the sum.")
+CPU_TENSOR = ("a tensor the code creates (a mask, zeros, a table) sits on the CPU: create it on the input's "
+              "device, torch.ones(..., device=x.device).")
+IN_PLACE = ("an in-place operation on an argument (x += ..., x.add_(...)) writes into the caller's tensor: "
+            "write x = x + ... instead.")
+
+
+def nearest(out, candidates):
+    """The answer of a bug whose every entry is one of ``candidates`` (tensors shaped like ``out``, one
+    per way its random draws fall): each entry of ``out`` taken to its nearest candidate. It matches
+    ``out`` only when every entry is one of them."""
+    stack = torch.stack(candidates)  # (n, *out.shape)
+    pick = (stack - out.double()).abs().argmin(0, keepdim=True)  # (1, *out.shape)
+    return stack.gather(0, pick)[0]
+
+
+def known_answer(got, known) -> str | None:
+    """The advice of the one catalogued wrong answer equal to ``got``, else None: ``proven_hint``'s
+    rule for answers that are no tensor (the names a module holds, the kind of error a call raised).
+    ``known`` is [(wrong answer, advice)]."""
+    found = {text for wrong, text in known if wrong == got}
+    return found.pop() if len(found) == 1 else None
+
+
+def fail_with(message: str, advice: str | None, call=None):
+    """An AssertionError saying ``message`` and, when some advice is proven, the hint."""
+    return attach(AssertionError(with_hint(message, advice)), call=call)
+
+
+def raised_kind(subject, call) -> str | None:
+    """The kind of error ``call`` raises (None when it returns)."""
+    try:
+        subject.run(call)
+    except StudentError as error:
+        return error.kind
+    return None
 
 
 # -- LayerNorm ----------------------------------------------------------------------
@@ -205,9 +263,9 @@ def test_layer_norm_affine_invariance(subject, batch, d, seed):
     plain = run_layer_norm(subject, x, state, eps=1e-8)
     moved = run_layer_norm(subject, a * x + b, state, eps=1e-8)
     check_tensor(plain, shape=x.shape, what="LayerNorm(x)")
-    assert_close(plain, torch_layer_norm(x, state["weight"], state["bias"], 1e-8), atol=1e-4, rtol=1e-3,
-                 what="LayerNorm(x)")  # a constant answer is invariant too
     assert_close(moved, plain, atol=1e-4, rtol=1e-3, what="LayerNorm(a * x + b) compared with LayerNorm(x)")
+    # A constant answer is invariant too.
+    assert_roughly(plain, torch_layer_norm(x, state["weight"], state["bias"], 1e-8), what="LayerNorm(x)")
 
 
 @pytest.mark.points(2)
@@ -227,8 +285,6 @@ def test_layer_norm_positions_are_independent(subject, B, L, d, seed, data):
     ]]
     hints = [(wrong[b:b + 1, i:i + 1], text) for wrong, text in known]
     check_tensor(whole, shape=x.shape, what="LayerNorm(x)")
-    assert_close(whole, torch_layer_norm(x, state["weight"], state["bias"]), atol=1e-5, rtol=2e-4,
-                 what="LayerNorm(x)", hints=known)  # a constant answer is position-wise too
     assert_close(whole[b:b + 1, i:i + 1], alone, what=f"position ({b}, {i}) normalized within x vs on its own",
                  hints=hints)
     changed = x.clone()
@@ -237,6 +293,8 @@ def test_layer_norm_positions_are_independent(subject, B, L, d, seed, data):
     others[b, i] = False
     after = run_layer_norm(subject, changed, state)
     assert_close(after[others], whole[others], what=f"other positions after changing position ({b}, {i})")
+    # A constant answer is position-wise too.
+    assert_roughly(whole, torch_layer_norm(x, state["weight"], state["bias"]), what="LayerNorm(x)")
 
 
 @pytest.mark.points(1)
@@ -249,8 +307,9 @@ def test_layer_norm_without_affine(subject, batch, d, seed):
     result = subject.run(Call(subject.unit, recipe, (x,), grad_outputs=randn((*batch, d), seed + 1)))
     assert_close(result.output, torch_layer_norm(x), what=f"LayerNorm({d}, elementwise_affine=False)(x)")
     if result.param_grads:
-        raise AssertionError(f"with elementwise_affine=False there must be no parameters (as nn.LayerNorm), "
-                             f"found {sorted(result.param_grads)}")
+        found = sorted(result.param_grads)
+        raise fail_with(f"with elementwise_affine=False there must be no parameters (as nn.LayerNorm), found {found}",
+                        known_answer(found, [(names, NO_AFFINE) for names in (["bias", "weight"], ["weight"], ["bias"])]))
 
 
 @pytest.mark.points(1)
@@ -317,29 +376,39 @@ def dropout_ffn_state(d, seed):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("mode")
 @settings(max_examples=5)
 @given(p=st.sampled_from([0.25, 0.5]), seed=seeds)
 def test_feed_forward_dropout(subject, p, seed):
-    """FeedForward's dropout sits between the GELU and linear2: in training mode it zeroes hidden units with probability p and scales the rest by 1/(1-p), reproducibly for a torch seed; in eval mode it does nothing"""
+    """FeedForward's dropout, against the same layers at dropout 0: between the GELU and linear2, in training mode it zeroes hidden units with probability p and scales the rest by 1/(1-p), reproducibly for a torch seed; in eval mode it does nothing"""
     # Checks: T3, G1.
     d = 32
     x = 0.5 + torch.rand((2, 16, d), generator=torch.Generator().manual_seed(seed))
     state = dropout_ffn_state(d, seed + 1)
     w2, b2 = state["linear2.weight"].double(), state["linear2.bias"].double()
+    # The plain path, the same layers with dropout 0; linear2 is orthogonal, so the hidden units that
+    # reached it are read back from an output.
+    plain = subject.run(Call(subject.unit, New("FeedForward", (d, d), state=state), (x,))).output
+    plain = check_tensor(plain, shape=x.shape, what="FeedForward output with dropout=0").double()
+
+    def reached_linear2(out):
+        return (out.double() - b2) @ w2  # (2, 16, d)
+
+    hidden = reached_linear2(plain)  # every unit > 0.3 for the exact GELU
     recipe = New("FeedForward", (d, d), {"dropout": p}, state=state)
-    hidden = F.gelu(x.double() @ state["linear1.weight"].double().T)  # (2, 16, d), every unit > 0.3
-    clean = hidden @ w2.T + b2  # (2, 16, d)
     call = Call(subject.unit, recipe, (x,), train=True, seed=seed)
     got = check_tensor(subject.run(call).output, shape=x.shape, what="FeedForward output in training mode")
     assert torch.equal(got, subject.run(call).output), (
         "two training-mode runs with the same torch seed differ: use nn.Dropout / torch's RNG")
-    # The hidden units that reached linear2, read back through the orthogonal linear2.
-    dropped = (got.double() - b2) @ w2 <= 1e-4  # (2, 16, d)
+    dropped = reached_linear2(got) <= 1e-4  # (2, 16, d)
     expected = hidden.masked_fill(dropped, 0.0) / (1 - p) @ w2.T + b2
+    before_gelu = F.gelu((x.double() @ state["linear1.weight"].double().T).masked_fill(dropped, 0.0) / (1 - p))
     assert_close(got, expected, what=f"FeedForward output in training mode with dropout={p}", hints=[
-        (clean.masked_fill(got == 0, 0.0) / (1 - p), "FeedForward's dropout goes between the GELU and linear2 "
+        (plain.masked_fill(got == 0, 0.0) / (1 - p), "FeedForward's dropout goes between the GELU and linear2 "
                                                      "(linear2(dropout(gelu(linear1(x))))), not after linear2."),
-        (clean, "FeedForward's dropout was not applied in training mode."),
+        (before_gelu @ w2.T + b2, "FeedForward's dropout goes after the GELU (linear2(dropout(gelu(linear1(x))))), "
+                                  "not before it."),
+        (plain, "FeedForward's dropout was not applied in training mode."),
         # (with no unit dropped, the unscaled survivors are the undropped answer: no proof of either bug)
         *([(hidden.masked_fill(dropped, 0.0) @ w2.T + b2, "scale the surviving hidden units by 1 / (1 - p).")]
           if bool(dropped.any()) else []),
@@ -348,7 +417,12 @@ def test_feed_forward_dropout(subject, p, seed):
     assert abs(zero_rate - p) < 0.08, (
         f"with dropout={p} in training mode, {zero_rate:.1%} of the hidden units were zeroed; expected about {p:.0%}")
     evaluated = subject.run(Call(subject.unit, recipe, (x,), train=False, seed=seed)).output
-    assert_close(evaluated, clean, what="FeedForward output in eval mode (dropout must be off)")
+    check_tensor(evaluated, shape=x.shape, what="FeedForward output in eval mode")
+    off = reached_linear2(evaluated) <= 1e-4  # units an eval-mode dropout zeroed
+    assert_close(evaluated, plain, what="FeedForward output in eval mode, compared with dropout=0",
+                 hints=[(hidden.masked_fill(off, 0.0) / (1 - p) @ w2.T + b2, EVAL_DROPOUT)] if bool(off.any()) else [])
+    clean = F.gelu(x.double() @ state["linear1.weight"].double().T) @ w2.T + b2  # (2, 16, d)
+    assert_roughly(plain, clean, what="FeedForward output with dropout=0")
 
 
 # -- TransformerBlock against torch ------------------------------------------------
@@ -410,6 +484,11 @@ def test_block_masks_match_torch(subject, shapes, seed, norm_first, data):
             flipped = {**masks, "attn_mask": ~masks["attn_mask"]}  # rows left with no key get zero attention
             known.append((block64(x, state, heads, norm_first=norm_first, **flipped),
                           "a bool attn_mask means True = may attend (the course convention); do not invert it."))
+        if masks.get("key_padding_mask") is not None:
+            flipped = {**masks, "key_padding_mask": ~masks["key_padding_mask"]}
+            known.append((block64(x, state, heads, norm_first=norm_first, **flipped),
+                          "key_padding_mask is True at padding (the keys to ignore), as in nn.TransformerEncoderLayer: "
+                          "pass it on as it is."))
         return known
 
     assert_close(got, expected, hints=hints, what=f"TransformerBlock(norm_first={norm_first}) with "
@@ -429,7 +508,8 @@ def test_block_gradients_match_torch(subject, shapes, seed, norm_first, is_causa
     result = subject.run(Call(subject.unit, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": is_causal},
                               grad_outputs=upstream))
     _, grad_x, grads = torch_block(x, state, heads, norm_first=norm_first, is_causal=is_causal, grad_output=upstream)
-    assert_close(result.arg_grads[0], grad_x, atol=1e-4, rtol=1e-3, what="gradient of x")
+    assert_close(result.arg_grads[0], grad_x, atol=1e-4, rtol=1e-3, what="gradient of x",
+                 hints=lambda: block_input_grads(x, state, heads, upstream, norm_first=norm_first, is_causal=is_causal))
     for name, expected in grads.items():
         if name not in result.param_grads:
             raise AssertionError(f"TransformerBlock has no parameter named {name!r}")
@@ -464,21 +544,27 @@ def test_block_gradcheck(subject, shapes, seed, norm_first, is_causal):
 @pytest.mark.points(2)
 @given(shapes=block_shapes(min_len=2), seed=seeds, norm_first=st.booleans())  # L = 1 makes a LayerNorm over positions look like other bugs
 def test_zeroed_sublayers_pin_the_residuals(subject, shapes, seed, norm_first):
-    """with out_proj and linear2 zeroed, a pre-norm block is the identity and a post-norm block is norm2(norm1(x))"""
+    """with out_proj and linear2 zeroed, a pre-norm block is the identity and a post-norm block is norm2(norm1(x)), its own two LayerNorms applied in turn"""
     # Checks: T8, T9.
     B, L, d, heads, d_ff = shapes
     state = zeroed(block_state(d, d_ff, seed), "self_attn.out_proj", "ffn.linear2")
     x = randn((B, L, d), seed + 1)
     got = run_block(subject, shapes, state, x, norm_first=norm_first)
-    if norm_first:
+    if norm_first:  # x + 0 + 0, exactly: no numerical slip can show, and x is its own anchor
         expected = x.double()
         what = "a pre-norm block whose sublayers output 0 (must be the identity)"
     else:
-        once = torch_layer_norm(x, state["norm1.weight"], state["norm1.bias"])
-        expected = torch_layer_norm(once, state["norm2.weight"], state["norm2.bias"])
+        # The unit's own LayerNorm with each norm's parameters: a LayerNorm slip fails the LayerNorm properties.
+        norm1, norm2 = ({"weight": state[f"{n}.weight"], "bias": state[f"{n}.bias"]} for n in ("norm1", "norm2"))
+        once = check_tensor(run_layer_norm(subject, x, norm1), shape=x.shape, what="norm1(x)")
+        expected = check_tensor(run_layer_norm(subject, once, norm2), shape=x.shape, what="norm2(norm1(x))")
         what = "a post-norm block whose sublayers output 0 (must be norm2(norm1(x)))"
     assert_close(got, expected, hints=lambda: block_hints(x, state, heads, norm_first=norm_first),
                       what=what, dtype=torch.float32, **BLOCK_TOL)
+    if not norm_first:  # a constant answer may be its own norms' composition too
+        once = torch_layer_norm(x, state["norm1.weight"], state["norm1.bias"])
+        assert_roughly(expected, torch_layer_norm(once, state["norm2.weight"], state["norm2.bias"]),
+                       what="norm2(norm1(x))")
 
 
 @pytest.mark.points(2)
@@ -494,11 +580,11 @@ def test_block_is_causal(subject, shapes, seed, norm_first, data):
     later[:, t + 1:] += randn(later[:, t + 1:].shape, seed + 2, scale=3.0)
     a = run_block(subject, shapes, state, x, norm_first=norm_first, is_causal=True)
     b = run_block(subject, shapes, state, later, norm_first=norm_first, is_causal=True)
-    check_tensor(b, shape=(B, L, d), what="TransformerBlock output")
-    assert_close(a, torch_block(x, state, heads, norm_first=norm_first, is_causal=True), what="TransformerBlock output",
-                 **BLOCK_TOL)  # the identity is causal too
+    check_tensor(a, shape=(B, L, d), what="TransformerBlock output")
     assert_close(b[:, : t + 1], a[:, : t + 1], atol=1e-5,
                  what=f"outputs at positions <= {t} after changing later positions (is_causal=True)")
+    # The identity is causal too.
+    assert_roughly(a, torch_block(x, state, heads, norm_first=norm_first, is_causal=True), what="TransformerBlock output")
 
 
 @pytest.mark.points(2)
@@ -512,11 +598,11 @@ def test_block_is_position_wise_outside_attention(subject, shapes, seed, norm_fi
     x = randn((B, L, d), seed + 1)
     whole = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first), shape=(B, L, d),
                          what="TransformerBlock output")
-    assert_close(whole, torch_block(x, state, heads, norm_first=norm_first), what="TransformerBlock output",
-                 **BLOCK_TOL)  # the identity is position-wise too
     for i in range(L):
         alone = run_block(subject, (B, 1, d, heads, d_ff), state, x[:, i:i + 1], norm_first=norm_first)
         assert_close(whole[:, i:i + 1], alone, what=f"position {i} computed within the sequence vs on its own")
+    # The identity is position-wise too.
+    assert_roughly(whole, torch_block(x, state, heads, norm_first=norm_first), what="TransformerBlock output")
 
 
 @pytest.mark.points(1)
@@ -529,28 +615,32 @@ def test_block_permutation_equivariant(subject, shapes, seed, norm_first):
     x = randn((B, L, d), seed + 1)
     perm = permutation(L, seed)
     a = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first), shape=(B, L, d), what="output")
-    # The identity is equivariant too: the output must also be right.
-    assert_close(a, torch_block(x, state, heads, norm_first=norm_first), what="output", **BLOCK_TOL)
     b = run_block(subject, shapes, state, x[:, perm], norm_first=norm_first)
     assert_close(b, a[:, perm], what="output after permuting the positions")
+    # The identity is equivariant too.
+    assert_roughly(a, torch_block(x, state, heads, norm_first=norm_first), what="output")
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("mode")
 @settings(max_examples=10)
 @given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), p=st.sampled_from([0.1, 0.5]))
 def test_eval_mode_is_deterministic(subject, shapes, seed, norm_first, p):
-    """in eval mode a block built with dropout > 0 is deterministic and equals torch's layer without dropout"""
+    """in eval mode a block built with dropout > 0 is deterministic and equals the same block built with dropout 0"""
     # Checks: T10, G1.
     B, L, d, heads, d_ff = shapes
     state = block_state(d, d_ff, seed)
     x = randn((B, L, d), seed + 1)
+    plain = check_tensor(run_block(subject, shapes, state, x, norm_first=norm_first, is_causal=True), shape=(B, L, d),
+                         what="output of the block with dropout=0")
     recipe = block_recipe(shapes, state, norm_first=norm_first, dropout=p)
     a = subject.run(Call(subject.unit, recipe, (x,), {"is_causal": True}, seed=1)).output
     b = subject.run(Call(subject.unit, recipe, (x,), {"is_causal": True}, seed=2)).output
     check_tensor(a, shape=(B, L, d), what="output in eval mode")
     assert torch.equal(a, b), "in eval mode two runs with different torch seeds differ: dropout must be off outside training"
-    assert_close(a, torch_block(x, state, heads, norm_first=norm_first, is_causal=True),
-                 what=f"eval-mode output of a block with dropout={p}", **BLOCK_TOL)
+    assert_close(a, plain, what=f"eval-mode output of a block with dropout={p} compared with dropout=0")
+    assert_roughly(plain, torch_block(x, state, heads, norm_first=norm_first, is_causal=True),
+                   what="output of the block with dropout=0")
 
 
 @pytest.mark.points(2)
@@ -576,8 +666,14 @@ def test_train_dropout_is_placed_and_seeded(subject, p, seed, sublayer):
     wrong = [(x.double() + c.double(), f"apply {name} to the {sublayer} sublayer's output, before the residual addition."),
              (torch.zeros_like(added), "the feed-forward sublayer lost its residual connection (x + ...).")]
     if abs(float((out == 0).double().mean()) - p) < 0.08:  # whole entries dropped: dropout after the residual addition
-        wrong.append(((x.double() + c.double()).masked_fill(out == 0, 0.0) / (1 - p),
-                      "apply dropout1 and dropout2 each to its sublayer's output, before the residual addition, not to the sum."))
+        wrong.append(((x.double() + c.double()).masked_fill(out == 0, 0.0) / (1 - p), SUM_DROPPED))
+    # The other sublayer's dropout applied to its sum, the residual included: each entry of that answer
+    # is one of a few values, whichever its two dropouts drew.
+    k, x64, c64 = 1 / (1 - p), x.double(), c.double().expand(B, L, d)
+    if sublayer == "attention":  # dropout2(x + dropout1(c) + 0)
+        wrong.append((nearest(out, [torch.zeros_like(x64), x64 * k, (x64 + c64 * k) * k]), SUM_DROPPED))
+    else:  # dropout1(x + 0) + dropout2(c)
+        wrong.append((nearest(out, [torch.zeros_like(x64), x64 * k, c64 * k, (x64 + c64) * k]), SUM_DROPPED))
     if sublayer == "feed-forward":
         wrong.append((x.double() + (scaled / (1 - p)).masked_fill(is_zero, 0.0),
                       "the feed-forward output was dropped out twice: FeedForward's own dropout goes between the GELU "
@@ -596,47 +692,88 @@ def test_train_dropout_is_placed_and_seeded(subject, p, seed, sublayer):
 
 # -- dtypes, devices, contract ------------------------------------------------------
 
+def assert_moved(got, plain, dtype, what):
+    """``got``, the answer of a module moved to ``dtype``, has that dtype and equals ``plain``, the same
+    module's float32 answer on the same (rounded) numbers, within ``dtype``'s tolerance (float32's for
+    float64)."""
+    tol = BLOCK_TOL if dtype == torch.float64 else dict(atol=1e-1, rtol=5e-2)
+    assert_close(got, plain, dtype=dtype, what=f"{what} compared with the float32 answer", **tol)
+
+
+def assert_not_cast_up(got, what):
+    """A float64 answer whose every entry is a float32 number, one at least needing more digits than
+    float16 has, was computed in float32 and cast up: a float64 computation lands on a float32 number
+    about once in 2**29. (Only for an answer that depends on the input: a copy of a float32 parameter
+    is a float32 number too, so it runs after the anchor.)"""
+    finite = got[got.isfinite()]
+
+    def held_by(lower):
+        return bool((finite.to(lower).double() == finite).all())
+
+    if got.dtype == torch.float64 and finite.numel() and held_by(torch.float32) and not held_by(torch.float16):
+        raise fail_with(f"{what}: every entry is a float32 number, so it was computed in float32", DOWNCAST)
+
+
 @pytest.mark.points(2)
+@pytest.mark.aspect("dtype")
 @settings(max_examples=10)
 @given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), dtype=st.sampled_from([torch.float64, torch.bfloat16]))
 def test_dtype_is_preserved(subject, shapes, seed, norm_first, dtype):
-    """a block (and a LayerNorm) moved to float64 or bfloat16 returns that dtype; float64 is right to float64 precision (computed in float64), bfloat16 within bfloat16 tolerance"""
+    """a block (and a LayerNorm) moved to float64 or bfloat16 returns that dtype and equals its own float32 answer: float64 to float32 tolerance and computed in float64 (not a float32 answer cast up), bfloat16 within bfloat16 tolerance"""
     # Checks: G3, G4, G7.
     B, L, d, heads, d_ff = shapes
     state = block_state(d, d_ff, seed)
     rounded = {k: v.to(dtype).float() for k, v in state.items()}  # the weights the moved block holds
     x = randn((B, L, d), seed + 1, dtype=dtype)
-    tol = tolerance(dtype, atol=1e-1, rtol=5e-2)
-    got = subject.run(Call(subject.unit, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": True},
-                           dtype=dtype)).output
-    assert_close(got, torch_block(x, rounded, heads, norm_first=norm_first, is_causal=True), dtype=dtype,
-                 what=f"output of a {dtype} block", **tol,
-                 hints=lambda: block_hints(x, rounded, heads, norm_first=norm_first, is_causal=True))
+    recipe = block_recipe(shapes, state, norm_first=norm_first)
+    got = subject.run(Call(subject.unit, recipe, (x,), {"is_causal": True}, dtype=dtype)).output
+    plain = subject.run(Call(subject.unit, block_recipe(shapes, rounded, norm_first=norm_first), (x.float(),),
+                             {"is_causal": True})).output
+    check_tensor(plain, shape=(B, L, d), what="output of the float32 block")
+    assert_moved(got, plain, dtype, f"output of a {dtype} block")
     ln = subject.run(Call(subject.unit, layer_norm_recipe(d), (x,), dtype=dtype)).output
-    assert_close(ln, torch_layer_norm(x), dtype=dtype, what=f"LayerNorm of a {dtype} tensor", **tol,
-                 hints=lambda: layer_norm_hints(x, None, 1e-5))
+    ln_plain = check_tensor(run_layer_norm(subject, x.float()), shape=x.shape, what="LayerNorm of a float32 tensor")
+    assert_moved(ln, ln_plain, dtype, f"LayerNorm of a {dtype} tensor")
+    assert_roughly(plain, torch_block(x, rounded, heads, norm_first=norm_first, is_causal=True),
+                   what="output of the float32 block")
+    assert_not_cast_up(got, f"output of a {dtype} block")
+    assert_not_cast_up(ln, f"LayerNorm of a {dtype} tensor")
+
+
+def run_on_meta(subject, call, plain, what):
+    """``call`` moved to the meta device gives a meta tensor shaped like ``plain``, the CPU answer."""
+    call = dataclasses.replace(call, device="meta")
+    try:
+        out = subject.run(call).output
+    except StudentError as error:
+        # It ran on the CPU: a tensor it made itself sits on the CPU (no device=x.device).
+        found = (error.kind, "device" in error.message)
+        raise fail_with(error.describe(), known_answer(found, [(("RuntimeError", True), CPU_TENSOR)]), call) from None
+    check_tensor(out, shape=plain.shape, device_type="meta", what=what)
 
 
 @pytest.mark.points(2)
+@pytest.mark.aspect("device")
 @settings(max_examples=3)
 @given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), data=st.data())
 def test_runs_on_meta_device(subject, shapes, seed, norm_first, data):
-    """the unit runs on the meta device (every tensor is created on the input's device)"""
+    """the unit runs on the meta device (every tensor is created on the input's device): a block and a FeedForward on meta give the shapes of their CPU answers"""
     # Checks: G3, G4.
     B, L, d, heads, d_ff = shapes
     state = block_state(d, d_ff, seed)
     x = randn((B, L, d), seed + 1)
     masks = {**data.draw(block_masks(B, L, heads, seed + 5), label="masks"), "is_causal": True}
-    out = subject.run(Call(subject.unit, block_recipe(shapes, state, norm_first=norm_first), (x,), masks, device="meta")).output
-    check_tensor(out, shape=(B, L, d), device_type="meta", what=f"block output on meta with {sorted(masks)}")
-    out = subject.run(Call(subject.unit, New("FeedForward", (d, d_ff)), (x,), device="meta")).output
-    check_tensor(out, shape=(B, L, d), device_type="meta", what="FeedForward output on meta")
-    out = run_block(subject, shapes, state, x, norm_first=norm_first, **masks)  # meta tensors hold no values
-    assert_close(out, torch_block(x, state, heads, norm_first=norm_first, **masks), what="block output on the CPU",
-                 **BLOCK_TOL)
+    block = Call(subject.unit, block_recipe(shapes, state, norm_first=norm_first), (x,), masks)
+    plain = check_tensor(subject.run(block).output, shape=(B, L, d), what="block output on the CPU")
+    run_on_meta(subject, block, plain, f"block output on meta with {sorted(masks)}")
+    ffn = Call(subject.unit, New("FeedForward", (d, d_ff)), (x,))
+    ffn_plain = check_tensor(subject.run(ffn).output, shape=(B, L, d), what="FeedForward output on the CPU")
+    run_on_meta(subject, ffn, ffn_plain, "FeedForward output on meta")
+    assert_roughly(plain, torch_block(x, state, heads, norm_first=norm_first, **masks), what="block output on the CPU")
 
 
 @pytest.mark.points(0)
+@pytest.mark.aspect("device")
 @settings(max_examples=5)
 @given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans())
 def test_cpu_and_cuda_agree(subject, shapes, seed, norm_first):
@@ -657,9 +794,12 @@ def test_cpu_and_cuda_agree(subject, shapes, seed, norm_first):
     cuda = subject.run(Call(subject.unit, **call, device="cuda")).output
     check_tensor(cuda, device_type="cuda", what="output of a CUDA call")
     assert_close(cuda.cpu(), cpu, what="CUDA output compared with CPU output", **BLOCK_TOL)
+    assert_roughly(cpu, torch_block(x, state, heads, norm_first=norm_first, is_causal=True, key_padding_mask=padding),
+                   what="output of a CPU call")
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 @settings(max_examples=4)
 @given(shapes=block_shapes(), seed=seeds, extra=st.integers(1, 3), norm_first=st.booleans())
 def test_bad_sizes_raise_value_error(subject, shapes, seed, extra, norm_first):
@@ -667,7 +807,13 @@ def test_bad_sizes_raise_value_error(subject, shapes, seed, extra, norm_first):
     # Checks: G8.
     B, L, d, heads, d_ff = shapes
     wide = randn((B, L, d + extra), seed)
-    assert_raises(subject.run, Call(subject.unit, layer_norm_recipe(d), (wide,)), "ValueError", mentions=(d, d + extra))
+    call = Call(subject.unit, layer_norm_recipe(d), (wide,))
+    try:
+        assert_raises(subject.run, call, "ValueError", mentions=(d, d + extra))
+    except AssertionError as error:
+        # An affine LayerNorm that checks nothing fails where weight meets x: a broadcasting RuntimeError.
+        raise fail_with(str(error), known_answer(raised_kind(subject, call), [("RuntimeError", LN_SIZE_CHECK)]),
+                        call) from None
     assert_raises(subject.run, Call(subject.unit, block_recipe(shapes, None, norm_first=norm_first), (wide,)), "ValueError",
                   mentions=(d, d + extra))
     if heads > 1:
@@ -677,18 +823,24 @@ def test_bad_sizes_raise_value_error(subject, shapes, seed, extra, norm_first):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("layout")
 @given(shapes=block_shapes(), seed=seeds, norm_first=st.booleans(), is_causal=st.booleans())
 def test_noncontiguous_inputs_left_unmodified(subject, shapes, seed, norm_first, is_causal):
-    """non-contiguous inputs work, and the input is not modified in place"""
+    """a non-contiguous input gives the output of the contiguous one, and is not modified in place"""
     # Checks: G6.
     B, L, d, heads, d_ff = shapes
     state = block_state(d, d_ff, seed)
     x = randn((B, L, d), seed + 1)
-    result = subject.run(Call(subject.unit, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": is_causal},
-                              noncontiguous=True))
-    assert_unmodified(result)
-    assert_close(result.output, torch_block(x, state, heads, norm_first=norm_first, is_causal=is_causal),
-                 what="output for a non-contiguous x", **BLOCK_TOL)
+    call = Call(subject.unit, block_recipe(shapes, state, norm_first=norm_first), (x,), {"is_causal": is_causal})
+    plain = check_tensor(subject.run(call).output, shape=(B, L, d), what="output for a contiguous x")
+    result = subject.run(dataclasses.replace(call, noncontiguous=True))
+    try:
+        assert_unmodified(result)
+    except AssertionError as error:
+        raise fail_with(str(error), known_answer(bool(result.mutated), [(True, IN_PLACE)])) from None
+    assert_close(result.output, plain, what="output for a non-contiguous x compared with a contiguous one")
+    assert_roughly(plain, torch_block(x, state, heads, norm_first=norm_first, is_causal=is_causal),
+                   what="output for a contiguous x")
 
 
 @pytest.mark.points(1)
@@ -703,8 +855,10 @@ def test_bias_false_matches_torch(subject, shapes, seed, norm_first):
     keys = set(probe.state or {})
     kept = sorted(keys & {*LINEAR_BIASES, *NORM_BIASES})
     if kept:
-        raise AssertionError(f"with bias=False the block still has {kept} (pass bias=False on to self_attn, the "
-                             "feed-forward and both norms, as nn.TransformerEncoderLayer does)")
+        raise fail_with(f"with bias=False the block still has {kept} (pass bias=False on to self_attn, the "
+                        "feed-forward and both norms, as nn.TransformerEncoderLayer does)",
+                        known_answer(kept, [(sorted({*LINEAR_BIASES, *NORM_BIASES}), BIAS_IGNORED),
+                                            (sorted(NORM_BIASES), NORMS_KEEP_BIAS)]))
     theirs = block_state(d, d_ff, seed, bias=False)
     ours = dict(theirs)
     unexpected = sorted(keys - set(ours))
@@ -723,9 +877,10 @@ def test_layer_norm_and_feed_forward_bias_false(subject, B, L, d, d_ff, seed):
     # Checks: T1, T4.
     x = randn((B, L, d), seed)
     probe = subject.run(Call(subject.unit, layer_norm_recipe(d, bias=False), (x,), return_state=True))
-    if sorted(probe.state or {}) != ["weight"]:
-        raise AssertionError(f"LayerNorm({d}, bias=False) must have only `weight` (as nn.LayerNorm(..., bias=False)); "
-                             f"it has {sorted(probe.state or {})}")
+    found = sorted(probe.state or {})
+    if found != ["weight"]:
+        raise fail_with(f"LayerNorm({d}, bias=False) must have only `weight` (as nn.LayerNorm(..., bias=False)); "
+                        f"it has {found}", known_answer(found, [(["bias", "weight"], LN_BIAS_KEPT)]))
     norm = {"weight": norm_state("n", d, seed + 1, bias=False)["n.weight"]}
     assert_close(run_layer_norm(subject, x, norm, bias=False), torch_layer_norm(x, norm["weight"]),
                  what=f"LayerNorm({d}, bias=False)(x)", dtype=torch.float32)

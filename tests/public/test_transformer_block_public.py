@@ -8,10 +8,13 @@ import math
 import pytest
 import torch
 
-from autograder.testing.compare import assert_close, assert_raises, check_tensor
+from autograder.testing.compare import assert_close, assert_raises, assert_roughly, check_tensor
 from autograder.core.protocol import Call, New
 
 pytestmark = pytest.mark.unit("transformer_block")
+# The hidden grade's advice, word for word.
+BIASED = "use the biased variance (divide by d, not d - 1), as nn.LayerNorm."
+TANH_GELU = "use the exact GELU x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), not the tanh approximation."
 
 
 @pytest.mark.points(1)
@@ -20,7 +23,9 @@ def test_layer_norm_small_example(subject):
     # Checks: T2.
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     expected = (x - 2.5) / math.sqrt(1.25 + 1e-5)  # mean 2.5, biased variance 1.25
-    assert_close(subject.call(New("LayerNorm", (4,)), x), expected, what="LayerNorm(4)([1, 2, 3, 4])")
+    unbiased = (x - 2.5) / math.sqrt(5.0 / 3.0 + 1e-5)  # the sum of squares 5 divided by d - 1 = 3
+    assert_close(subject.call(New("LayerNorm", (4,)), x), expected, what="LayerNorm(4)([1, 2, 3, 4])",
+                 hints=[(unbiased, BIASED)])
 
 
 @pytest.mark.points(1)
@@ -31,11 +36,13 @@ def test_feed_forward_identity_layers_give_gelu(subject):
              "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
     x = torch.tensor([[[-1.0, 0.0, 1.0]]])
     expected = torch.tensor([[[-0.15865525, 0.0, 0.84134475]]])  # x * Phi(x)
+    tanh = torch.nn.functional.gelu(x, approximate="tanh")  # -0.158808 and 0.841192
     assert_close(subject.call(New("FeedForward", (3, 3), state=state), x), expected, atol=1e-6,
-                 what="FeedForward with identity layers")
+                 what="FeedForward with identity layers", hints=[(tanh, TANH_GELU)])
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("shape")
 def test_block_output_shape(subject):
     """TransformerBlock(8, 2, 16) maps (2, 5, 8) to (2, 5, 8) in both norm modes"""
     # Checks: T7.
@@ -142,11 +149,15 @@ def test_layer_norm_eps_and_rows(subject):
     """LayerNorm(2, eps=1) of [[1, 3], [0, 10]] normalizes each row: (x - mean) / sqrt(var + 1)"""
     # Checks: T1, T2.
     x = torch.tensor([[1.0, 3.0], [0.0, 10.0]])  # row means 2 and 5, biased variances 1 and 25
-    expected = torch.tensor([[-1.0, 1.0], [-5.0, 5.0]]) / torch.tensor([[math.sqrt(2.0)], [math.sqrt(26.0)]])
-    assert_close(subject.call(New("LayerNorm", (2,), {"eps": 1.0}), x), expected, what="LayerNorm(2, eps=1)(x)")
+    centered = torch.tensor([[-1.0, 1.0], [-5.0, 5.0]])
+    expected = centered / torch.tensor([[math.sqrt(2.0)], [math.sqrt(26.0)]])
+    unbiased = centered / torch.tensor([[math.sqrt(3.0)], [math.sqrt(51.0)]])  # variances 2 and 50 (d - 1 = 1)
+    assert_close(subject.call(New("LayerNorm", (2,), {"eps": 1.0}), x), expected, what="LayerNorm(2, eps=1)(x)",
+                 hints=[(unbiased, BIASED)])
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("shape")
 def test_layer_norm_without_affine_has_no_parameters(subject):
     """LayerNorm(4, elementwise_affine=False) has no parameters"""
     # Checks: T1, G1.
@@ -156,6 +167,7 @@ def test_layer_norm_without_affine_has_no_parameters(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("errors")
 def test_layer_norm_wrong_size_raises_value_error(subject):
     """LayerNorm(4) of x whose last dim is 3 raises ValueError naming both sizes"""
     # Checks: G8.
@@ -163,11 +175,15 @@ def test_layer_norm_wrong_size_raises_value_error(subject):
 
 
 @pytest.mark.points(1)
+@pytest.mark.aspect("mode")
 def test_feed_forward_dropout_is_off_in_eval_mode(subject):
-    """FeedForward(3, 3, dropout=0.5) in eval mode is deterministic: identity layers give the exact GELU"""
+    """FeedForward(3, 3, dropout=0.5) in eval mode drops nothing: it gives the output of FeedForward(3, 3) with the same layers"""
     # Checks: T3, G1.
     state = {"linear1.weight": torch.eye(3), "linear1.bias": torch.zeros(3),
              "linear2.weight": torch.eye(3), "linear2.bias": torch.zeros(3)}
     x = torch.tensor([[[-1.0, 0.0, 1.0]]])
+    plain = subject.call(New("FeedForward", (3, 3), state=state), x)
+    check_tensor(plain, shape=x.shape, what="FeedForward with dropout=0")
     got = subject.run(Call(subject.unit, New("FeedForward", (3, 3), {"dropout": 0.5}, state=state), (x,), seed=0)).output
-    assert_close(got, torch.nn.functional.gelu(x), what="FeedForward with dropout=0.5 in eval mode")
+    assert_close(got, plain, what="FeedForward with dropout=0.5 in eval mode, compared with dropout=0")
+    assert_roughly(plain, torch.nn.functional.gelu(x), what="FeedForward with dropout=0")
