@@ -7,7 +7,7 @@
 import os
 
 from autograder.core.manifest import load_course
-from autograder.nbgrader.pipeline import RestoreCellMetadata
+from autograder.nbgrader.restore import RestoreCellMetadata
 
 c = get_config()  # noqa: F821 - provided by traitlets
 

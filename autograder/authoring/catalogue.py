@@ -11,7 +11,7 @@ hands to ``compare.assert_close`` (``hints=[...]``), found without running or ch
 there: it is translated where it is shown, by ``i18n.translate_text``); besides, each test's title
 (its docstring's first line, the property's name, shown translated under the same id) and each
 value's label that reads as prose (``what="weights averaged over heads"``; code such as
-``what="split_heads(x, 2)"`` reads the same in every language). The engine's ``cli.py`` is
+``what="split_heads(x, 2)"`` reads the same in every language). The engine's ``cli_arguments.py`` is
 extracted by ``command_line``, which adds the words ``--help`` shows (``help=``, ``description=``).
 
 ``attn-course build`` writes the catalogues (:func:`build`): each language keeps the translations
@@ -42,7 +42,7 @@ ADVICE_WORDS = 4
 # the failure's message, so in the student's language.
 LABEL_KEYWORD = "what"
 HELP_KEYWORDS = ("help", "description")  # argparse's texts that --help shows (extract_command_line)
-COMMAND_LINE = "cli.py"  # the engine's command line, relative to its package
+COMMAND_LINE = "cli_arguments.py"  # the engine's command-line arguments, relative to its package
 # A word of prose in a label: three letters or more, not part of a name, a call, a string or an argument
 # (split_heads(, d_k, 'cuda', dim=0).
 PROSE_WORD = re.compile(r"(?<![\w.(\['\"=])[A-Za-z]{3,}(?![\w(\['\"=])")
@@ -82,7 +82,7 @@ def extract_hints(fileobj, keywords, comment_tags, options):
 
 
 def extract_command_line(fileobj, keywords, comment_tags, options):
-    """Babel extraction method for the command line (``cli.py``): what Babel's ``python`` method
+    """Babel extraction method for the command line (``cli_arguments.py``): what Babel's ``python`` method
     finds, and the words ``--help`` shows, which the command line translates when it builds its
     parser: every ``help=`` and ``description=`` text (a string or an f-string, its fields named as
     in :func:`advice_template`), and the module docstring's first line (the program's description)."""

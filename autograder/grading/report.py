@@ -60,7 +60,8 @@ def grade_table(result: GradeResult, *, verbose: bool = False) -> Table:
             table.add_row(unit.name, f"[red]{escape(_(STATUSES.get(unit.status, unit.status)))}[/red]", "",
                           escape(unit.message))
         elif unit.message:  # the units it builds on, said first (autograder/grading/prerequisites.py)
-            table.add_row(unit.name, f"[yellow]{escape(_('builds on'))}[/yellow]", "", escape(unit.message))
+            label = _("builds on")  # (a call inside an f-string is one Babel's extractor does not see)
+            table.add_row(unit.name, f"[yellow]{escape(label)}[/yellow]", "", escape(unit.message))
         summary = _summary(unit)
         if not unit.tests:
             table.add_row(unit.name, _("no properties selected"), _points(0, 0), "")

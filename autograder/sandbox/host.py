@@ -52,8 +52,6 @@ import errno
 import os
 import shutil
 import select
-import signal
-import stat
 import time
 from pathlib import Path
 from typing import cast
@@ -63,77 +61,18 @@ from autograder.trust.forbidden import ERASED_NAME, HANDED, STAND_INS
 from autograder.core.i18n import N_
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
-from autograder.core.settings import DEFAULTS, Limits
 from autograder.trust.subject import Timeouts
-from autograder.trust.uploads import SubmissionError, walk
+from autograder.trust.uploads import walk
 from autograder.sandbox import ipc
 from autograder.sandbox.inside import transport
 from autograder.sandbox.inside.limits import rlimits
 from autograder.sandbox.contents import INSIDE
 from autograder.sandbox.inside import worker_channel as channel
 from autograder.sandbox.resources import (
-    USED_FOLDERS, USED_UIDS, Cgroups, CpuLease, SandboxError, UidLease, cgroup_name, kill_uid,
+    USED_FOLDERS, USED_UIDS, Cgroups, CpuLease, SandboxError, UidLease, cgroup_name, describe_exit, kill_uid,
 )
 from autograder.sandbox.pool import Pool, wait_readable
-
-SKIPPED = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
-
-
-# -- copying a submission -----------------------------------------------------------------
-
-def copy_submission(folder: Path, box: Path, uid: int | None,
-                    limits: Limits = DEFAULTS) -> tuple[list[str], str | None]:
-    """Copy ``folder``'s files into ``box`` without recursion, within the limits of
-    :func:`autograder.trust.uploads.walk` and ``limits``' copy sizes (the box holds ``box_tmp``);
-    returns the paths refused (links that leave the folder) and why the submission cannot be
-    graded at all (or None)."""
-    refused, total = [], 0
-    box.mkdir(mode=0o700)
-    try:
-        for source, info in walk(folder, limits):
-            rel = source.relative_to(folder)
-            if any(part in SKIPPED for part in rel.parts):
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                (box / rel).mkdir(mode=0o700)
-                continue
-            if stat.S_ISLNK(info.st_mode):
-                target = Path(os.path.realpath(source))
-                if not target.is_relative_to(folder):
-                    refused.append(str(rel))
-                    continue
-                source = target
-            try:
-                size = source.stat().st_size
-                if (not source.is_file() or size > limits.copy_file_bytes or total + size > limits.copy_bytes
-                        or not (box / rel).parent.is_dir()):
-                    continue
-                total += size
-                shutil.copyfile(source, box / rel)
-            except OSError:
-                continue
-    except SubmissionError as error:
-        return refused, N_("the submission cannot be graded: {problem}").format(problem=error)
-    except OSError as error:
-        return refused, N_("the submission cannot be read: {problem}").format(problem=error.strerror or error)
-    if uid is not None:
-        for path, _ in [(box, None), *walk(box, limits)]:
-            os.lchown(path, uid, uid)
-    return refused, None
-
-
-def _describe_exit(status: int, cpu: int) -> str:
-    if os.WIFEXITED(status):
-        return N_("the worker exited with status {status}").format(status=os.WEXITSTATUS(status))
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGKILL:
-            return N_("the worker was killed (SIGKILL); it may have run out of memory")
-        if sig == signal.SIGXCPU:
-            return N_("the worker used up its CPU-time limit ({cpu} s)").format(cpu=cpu)
-        return N_("the worker was killed by {signal}").format(signal=signal.Signals(sig).name)
-    return N_("the worker ended (wait status {status})").format(status=status)
-
+from autograder.sandbox.submission_copy import copy_submission
 
 class _Lost(Exception):
     """The worker is gone or unusable; ``reason`` says why, ``timed_out`` if by the clock."""
@@ -436,7 +375,7 @@ class SandboxSubject:
                     continue
                 if self._cgroups is not None and self._cgroups.out_of_memory():
                     raise _Lost(N_("the worker ran out of memory (its limit is {gib:g} GiB)").format(gib=self.memory / 2**30))
-                raise _Lost(_describe_exit(self._pool.exits[wid], self.cpu_limit))
+                raise _Lost(describe_exit(self._pool.exits[wid], self.cpu_limit))
             now = time.monotonic()
             if now > deadline:
                 raise _Lost(budget or N_("timed out after {seconds:g} s").format(seconds=self.timeout), timed_out=True)

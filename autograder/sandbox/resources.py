@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from autograder.core.errors import AutograderError
+from autograder.core.i18n import N_
 from autograder.sandbox import ipc
 from autograder.sandbox.inside.procs import live_processes
 
@@ -326,3 +327,17 @@ def _remove_stale_folders() -> None:
         finally:
             os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def describe_exit(status: int, cpu: int) -> str:
+    """How a worker ended, from its wait status (``cpu``: its CPU-time limit, in seconds)."""
+    if os.WIFEXITED(status):
+        return N_("the worker exited with status {status}").format(status=os.WEXITSTATUS(status))
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGKILL:
+            return N_("the worker was killed (SIGKILL); it may have run out of memory")
+        if sig == signal.SIGXCPU:
+            return N_("the worker used up its CPU-time limit ({cpu} s)").format(cpu=cpu)
+        return N_("the worker was killed by {signal}").format(signal=signal.Signals(sig).name)
+    return N_("the worker ended (wait status {status})").format(status=status)

@@ -78,18 +78,16 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
 import re
 import string
 import sys
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import cast
 
 from autograder.trust.forbidden import Use
+from autograder.trust.world import MISSING, VALUE, Ref, World, dunder, world
 from autograder.core.i18n import N_
 from autograder.trust.source import read_source
 from autograder.core.manifest import Rules
@@ -117,129 +115,6 @@ SPOOFING_NAMES = frozenset({
 NAME_BUILTINS = {"getattr": 2, "hasattr": 2, "setattr": 3, "delattr": 2}  # name -> positional arguments
 DEFINING_CALLS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module", "setattr"})
 _COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=]")  # tokenize's own pattern
-
-
-@dataclass(frozen=True)
-class _Ref:
-    kind: str  # "module", "object" (resolved, not a module), "sibling" (a unit module), "value" (unknown)
-    path: str = ""
-    obj: object = None
-
-
-VALUE = _Ref("value")
-_MISSING = object()
-
-
-def _dunder(name: str) -> bool:
-    return len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
-def _notable(obj) -> bool:
-    """Objects worth comparing by identity (not ints, strings or None)."""
-    return isinstance(obj, (types.ModuleType, type)) or callable(obj)
-
-
-class _World:
-    """The allowed modules as objects, resolved once per process for a set of rules."""
-
-    def __init__(self, rules: Rules):
-        self.modules, self.builtins = frozenset(rules.modules), frozenset(rules.builtins)
-        self.deny, self.admit = tuple(rules.deny), tuple(rules.admit)
-        self.roots = {m.split(".")[0] for m in self.modules}
-        # Packages above an allowed module that are not allowed themselves (torch.utils above
-        # torch.utils.checkpoint): a chain may pass through them to the allowed module, nothing more.
-        self.parents = frozenset(".".join(m.split(".")[:i]) for m in self.modules
-                                 for i in range(1, m.count(".") + 1)) - self.modules
-        self._exports: dict[int, tuple[str, object]] | None = None
-        self._attrs: dict[tuple[int, str], tuple[object, object]] = {}
-        self._denied: dict[tuple[str, int], bool] = {}
-        self._forbidden: dict[tuple[str, ...], dict[int, tuple[str, object]]] = {}
-        exact = [p for p in self.deny if not any(c in p for c in "*?[")]
-        self.deny_ids = {id(o): o for p in exact if _notable(o := self.resolve(p))}
-        self.denied_attributes = frozenset(
-            p.rsplit(".", 1)[1] for p in exact if "." in p and isinstance(self.resolve(p.rsplit(".", 1)[0]), type))
-        self.module_like = frozenset({m.split(".")[-1] for m in self.modules} | {"F"})
-
-    def module(self, name: str):
-        try:
-            return importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - not installed, or broken: refused either way
-            return None
-
-    def attr(self, obj, attr: str):
-        key = (id(obj), attr)
-        hit = self._attrs.get(key)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        try:  # a module's own namespace only: its __getattr__ (torch's lazy imports) is not run here
-            found = vars(obj).get(attr, _MISSING) if isinstance(obj, types.ModuleType) else getattr(obj, attr)
-        except Exception:  # noqa: BLE001 - AttributeError, or a descriptor that raised
-            found = _MISSING
-        if found is _MISSING and isinstance(obj, types.ModuleType):
-            sub = f"{obj.__name__}.{attr}"
-            if sub in self.modules and (module := self.module(sub)) is not None:
-                found = module
-        self._attrs[key] = (obj, found)
-        return found
-
-    def resolve(self, dotted: str):
-        """The object a trusted dotted name names, ``None`` if it does not resolve here."""
-        parts = dotted.split(".")
-        if parts[0] not in self.roots:
-            return None  # never reachable from an allowed module anyway
-        obj = self.module(parts[0])
-        for part in parts[1:]:  # no import but the allowed modules' (attr): torch.onnx is not imported here
-            if obj is None or (obj := self.attr(obj, part)) is _MISSING:
-                return None
-        return obj
-
-    def denied(self, path: str, obj) -> bool:
-        key = (path, id(obj))
-        if key not in self._denied:
-            names = [path]
-            if not isinstance(obj, types.ModuleType):
-                module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-                if isinstance(module, str) and isinstance(qualname, str):
-                    names.append(f"{module}.{qualname}")
-            # An allowed module is never denied by a tree above it (torch.utils.checkpoint under torch.utils).
-            admitted = any(fnmatchcase(path, p) for p in self.admit) or (
-                isinstance(obj, types.ModuleType) and path in self.modules)
-            self._denied[key] = not admitted and (id(obj) in self.deny_ids or any(
-                fnmatchcase(n, p) or fnmatchcase(n, p + ".*") for n in names for p in self.deny))
-        return self._denied[key]
-
-    def exported(self, obj) -> str | None:
-        """The path under which an allowed module exports ``obj`` publicly (one class reached by two
-        import paths is one object: ``torch.autograd.function.Function`` is ``torch.autograd.Function``)."""
-        if self._exports is None:
-            self._exports = {}
-            for name in sorted(self.modules):
-                module = self.module(name)
-                for attr, member in (vars(module).items() if module is not None else ()):
-                    if not attr.startswith("_") and _notable(member) and not isinstance(member, types.ModuleType):
-                        self._exports.setdefault(id(member), (f"{name}.{attr}", member))
-        hit = self._exports.get(id(obj))
-        return hit[0] if hit is not None and hit[1] is obj else None
-
-    def forbidden(self, names: tuple[str, ...]) -> dict[int, tuple[str, object]]:
-        """id(object) -> (the first name listed for it, the object)."""
-        if names not in self._forbidden:
-            found: dict[int, tuple[str, object]] = {}
-            for name in names:
-                if _notable(obj := self.resolve(name)):
-                    found.setdefault(id(obj), (name, obj))
-            self._forbidden[names] = found
-        return self._forbidden[names]
-
-
-@functools.lru_cache(maxsize=8)
-def _world(rules: Rules) -> _World:
-    return _World(rules)
-
-
-def world(rules: Rules) -> _World:
-    """The allowed modules of ``rules`` as objects (one per process and rules)."""
-    return _world(Rules(*(tuple(getattr(rules, f)) for f in ("modules", "deny", "builtins", "admit", "erase"))))
 
 
 @functools.lru_cache(maxsize=64)
@@ -270,7 +145,7 @@ def _plain_fields(text: str, depth: int = 0) -> bool:
 
 
 class _Scan(ast.NodeVisitor):
-    def __init__(self, world: _World, forbidden: tuple[str, ...], siblings):
+    def __init__(self, world: World, forbidden: tuple[str, ...], siblings):
         self.w = world
         self.forbidden = world.forbidden(tuple(forbidden))
         self.methods = {n[len(TENSOR_PREFIX):] for n in forbidden if n.startswith(TENSOR_PREFIX)}
@@ -279,7 +154,7 @@ class _Scan(ast.NodeVisitor):
                 name: _exports(source) for name, source in siblings.items()}
         else:
             self.siblings = {name: None for name in siblings}
-        self.imports: dict[str, _Ref] = {}  # names bound by imports
+        self.imports: dict[str, Ref] = {}  # names bound by imports
         self.bound: dict[str, int] = {}  # names bound otherwise -> first line
         self.private: set[str] = set()  # underscore names the file defines
         self.defined: set[str] = set()  # every name the file defines (def, class, binding, attribute store)
@@ -326,7 +201,7 @@ class _Scan(ast.NodeVisitor):
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (item.args.posonlyargs or item.args.args):
                         self.methods_of[item] = (item.args.posonlyargs or item.args.args)[0].arg
         self.defined |= self.private
-        self.private = {n for n in self.private if n.startswith("_") and not _dunder(n)}
+        self.private = {n for n in self.private if n.startswith("_") and not dunder(n)}
         for name in self.imports.keys() & self.bound.keys():
             self.flag(N_("a second binding of {name} (an imported name)").format(name=name), self.bound[name])
 
@@ -343,13 +218,13 @@ class _Scan(ast.NodeVisitor):
         elif name in SPOOFING_NAMES:
             self.flag(N_("a binding of {name}").format(name=name), node)
 
-    def _bind_import(self, name: str, ref: _Ref, node: ast.AST) -> None:
+    def _bind_import(self, name: str, ref: Ref, node: ast.AST) -> None:
         self._check_binding(name, node)  # import torch as __builtins__
         old = self.imports.setdefault(name, ref)
         if old is not ref and (old.kind, old.path) != (ref.kind, ref.path):
             self.flag(N_("a second binding of {name} (an imported name)").format(name=name), node)
 
-    def _module_ref(self, name: str, node: ast.AST) -> _Ref:
+    def _module_ref(self, name: str, node: ast.AST) -> Ref:
         module = self.w.module(name)
         if module is None:
             self.flag(N_("an import of {name} (not installed)").format(name=name), node)
@@ -384,7 +259,7 @@ class _Scan(ast.NodeVisitor):
             if node.level > 1:
                 self.flag(N_("a relative import from outside the package (from {dots} import)").format(dots='.' * node.level), node)
             elif node.module is None and alias.name in self.siblings:
-                self._bind_import(local, _Ref("sibling", alias.name), node)
+                self._bind_import(local, Ref("sibling", alias.name), node)
                 continue
             elif node.module is None:
                 self.flag(N_("an import of .{name} (not a sibling unit)").format(name=alias.name), node)
@@ -394,15 +269,15 @@ class _Scan(ast.NodeVisitor):
                 self._sibling_name(node.module, alias.name, node.lineno)
             self._bind_import(local, VALUE, node)
 
-    def _foreign(self, module: str | None, name: str, node: ast.ImportFrom) -> _Ref:
+    def _foreign(self, module: str | None, name: str, node: ast.ImportFrom) -> Ref:
         """``from module import name`` with ``module`` off the list: admitted when ``name`` is an allowed
         module, or an object an allowed module exports (judged by what it is, among the modules torch has
         imported already: nothing is imported for it)."""
         loaded = sys.modules.get(module or "")
-        obj = vars(loaded).get(name, _MISSING) if isinstance(loaded, types.ModuleType) and not name.startswith("_") else _MISSING
+        obj = vars(loaded).get(name, MISSING) if isinstance(loaded, types.ModuleType) and not name.startswith("_") else MISSING
         if isinstance(obj, types.ModuleType) and obj.__name__ in self.w.modules:
             return self._reached(obj.__name__, obj, node)
-        path = self.w.exported(obj) if obj is not _MISSING else None
+        path = self.w.exported(obj) if obj is not MISSING else None
         if path is None:
             self.flag(N_("an import from {module}").format(module=module), node)
             return VALUE
@@ -417,7 +292,7 @@ class _Scan(ast.NodeVisitor):
 
     # -- resolution ------------------------------------------------------------------------
 
-    def _chain(self, node: ast.AST) -> _Ref | None:
+    def _chain(self, node: ast.AST) -> Ref | None:
         """What a Name/Attribute chain rooted at an imported name is; ``None`` if not so rooted."""
         if isinstance(node, ast.Name):
             return self.imports.get(node.id)
@@ -428,7 +303,7 @@ class _Scan(ast.NodeVisitor):
             return None
         return self._step(base, node.attr, node.lineno, type(node.ctx).__name__)
 
-    def _step(self, base: _Ref, attr: str, line: int, ctx: str = "Load") -> _Ref:
+    def _step(self, base: Ref, attr: str, line: int, ctx: str = "Load") -> Ref:
         store = {"Store": N_("an assignment to {path}"), "Del": N_("a deletion of {path}")}.get(ctx)
         if base.kind == "value":
             self._value_attr(attr, line)
@@ -453,18 +328,18 @@ class _Scan(ast.NodeVisitor):
             if not isinstance(base.obj, type):
                 return VALUE
         found = self.w.attr(base.obj, attr)
-        if found is _MISSING:
+        if found is MISSING:
             if not private:
                 self.flag(N_("{path} (no such name)").format(path=path), line)
             return VALUE
         return self._reached(path, found, line, quiet=private)
 
-    def _reached(self, path: str, obj, where, quiet: bool = False) -> _Ref:
+    def _reached(self, path: str, obj, where, quiet: bool = False) -> Ref:
         kind = "object"
         if isinstance(obj, types.ModuleType):
             kind, name = "module", getattr(obj, "__name__", None)
             if name in self.w.parents:
-                return _Ref("parent", name, obj)
+                return Ref("parent", name, obj)
             if name not in self.w.modules and not quiet:
                 self.flag(N_("{path} (a module outside the allowed list)").format(path=path), where)
             path = name if isinstance(name, str) else path
@@ -472,7 +347,7 @@ class _Scan(ast.NodeVisitor):
             self.flag(N_("{path} (denied)").format(path=path), where)
         if id(obj) in self.forbidden and self.forbidden[id(obj)][1] is obj:
             self.flag(self.forbidden[id(obj)][0], where)
-        return _Ref(kind, path, obj)
+        return Ref(kind, path, obj)
 
     def _owned(self, receiver: ast.AST | None) -> bool:
         """Whether ``receiver`` is ``self``/``cls`` of a method of the file's classes, or one of them."""
@@ -482,9 +357,9 @@ class _Scan(ast.NodeVisitor):
         """The rules for ``value.attr`` (rule 4) and forbidden method names (rule 6)."""
         if attr in FRAME_ATTRIBUTES or attr in REFUSED_ATTRIBUTES or attr.startswith("co_"):
             self.flag(N_("the attribute {attr}").format(attr=attr), where)
-        elif _dunder(attr) and not (attr in ALLOWED_DUNDERS and not strict):
+        elif dunder(attr) and not (attr in ALLOWED_DUNDERS and not strict):
             self.flag(N_("the attribute {attr}").format(attr=attr), where)
-        elif attr.startswith("_") and not _dunder(attr) and not (attr in self.private and self._owned(receiver)):
+        elif attr.startswith("_") and not dunder(attr) and not (attr in self.private and self._owned(receiver)):
             self.flag(N_("the attribute {attr} (a private name: only on self inside this file's own classes)").format(
                 attr=attr), where)
         if attr in self.methods and attr not in self.defined:

@@ -27,9 +27,9 @@ import types
 from collections.abc import Callable
 from fnmatch import fnmatchcase
 
-from autograder.trust import allowlist
-from autograder.trust.allowlist import ALLOWED_DUNDERS, FRAME_ATTRIBUTES
 from autograder.core.manifest import Rules
+from autograder.trust.allowlist import ALLOWED_DUNDERS, FRAME_ATTRIBUTES
+from autograder.trust.world import world as allowed_world
 
 
 
@@ -89,7 +89,7 @@ def builtins_for(package: str, rules: Rules, load_sibling: Callable[[str], None]
     """The ``__builtins__`` of a unit module of ``package``. ``load_sibling(name)`` makes sure
     the sibling unit ``package.name`` is in ``sys.modules`` before a relative import takes it."""
     allowed, modules, deny = rules.builtins, rules.modules, rules.deny
-    world = allowlist.world(rules)
+    world = allowed_world(rules)
 
     def foreign(name: str, fromlist) -> types.SimpleNamespace | None:
         # from M import n, M off the list: only names that are an allowed module or an allowed module's

@@ -358,8 +358,9 @@ def test_value_defaults_to_key(subject, cfg, seed, padding):
     kwargs = {"key_padding_mask": kpm, "average_attn_weights": False}
     got = forward(subject, cfg, state, (q, k), kwargs).output
     expected = explicit_mha64(state, cfg.H, q, k, k, key_padding_mask=kpm)
-    # value = query is a value of the right width only where kdim = vdim = E.
-    hints = [(explicit_mha64(state, cfg.H, q, k, q, key_padding_mask=kpm), VALUE_DEFAULT)] if cfg.kdim == cfg.E else []
+    # value = query is a value of the right width and length only where kdim = vdim = E and L = S.
+    hints = [(explicit_mha64(state, cfg.H, q, k, q, key_padding_mask=kpm), VALUE_DEFAULT)] \
+        if cfg.kdim == cfg.E and cfg.L == cfg.S else []
     # Per-head weights: each head's answer shows.
     assert_mha(got, expected, hints, weights="per-head weights of attn(query, key)")
     explicit = forward(subject, cfg, state, (q, k, k), kwargs).output

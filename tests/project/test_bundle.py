@@ -32,8 +32,8 @@ from autograder.core import i18n
 # The bundles are built once a session (conftest's student_bundles): the lesson notebooks share them.
 pytestmark = pytest.mark.xdist_group("bundle")
 
-# Modules the bundle ships that only an instructor runs (the nbgrader pipeline needs nbgrader).
-INSTRUCTOR_ONLY = {"autograder.nbgrader.pipeline"}
+# Modules the bundle ships that only an instructor runs (the nbgrader pipeline and its preprocessor need nbgrader).
+INSTRUCTOR_ONLY = {"autograder.nbgrader.pipeline", "autograder.nbgrader.restore"}
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 

@@ -27,7 +27,7 @@ LAYERS = {
     "authoring": 4,
     "delivery": 5,
     "nbgrader": 6,  # a delivery path built on delivery's own (the class report)
-    "cli": 7,  # autograder/cli.py and autograder/__init__.py
+    "cli": 7,  # autograder/cli.py, autograder/cli_arguments.py and autograder/__init__.py
 }
 # Folder -> the lower layers it may still not import: delivery grades through grading's one entry,
 # never a sandbox of its own.

@@ -893,7 +893,7 @@ def test_error_reports_from_the_worker_are_cut_to_size():
 
 
 def test_cli_grades_sandboxed_by_default():
-    from autograder.cli import _parser
+    from autograder.cli_arguments import parser
 
-    assert _parser("attn-course").parse_args(["grade", "x"]).sandbox is True
-    assert _parser("attn-course").parse_args(["grade", "x", "--no-sandbox"]).sandbox is False
+    assert parser("attn-course").parse_args(["grade", "x"]).sandbox is True
+    assert parser("attn-course").parse_args(["grade", "x", "--no-sandbox"]).sandbox is False

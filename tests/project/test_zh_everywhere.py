@@ -204,7 +204,7 @@ def test_every_argparse_word_has_its_translation():
         "unexpected option string", "with mode"))}
     zh = i18n.translations("zh", COURSE.locale)
     missing = sorted(m for m in said - about_the_program if not zh.get(m))
-    assert not missing, f"argparse words with no Chinese (add them to cli.ARGPARSE_WORDS): {missing}"
+    assert not missing, f"argparse words with no Chinese (add them to cli_arguments.ARGPARSE_WORDS): {missing}"
 
 
 def test_unknown_unit_and_a_bad_example_are_all_chinese():
