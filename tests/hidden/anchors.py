@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from autograder.core.cases import attach
-from autograder.testing.compare import (N_, check_tensor, close_failure, differ_text, matching_advice, mismatch,
+from autograder.core.protocol import StudentError
+from autograder.testing.compare import (N_, assert_raises, check_tensor, close_failure, differ_text, matching_advice, mismatch,
                                         with_hint, wrong_dtype)
 from autograder.testing.gradcheck import check_gradients
 
@@ -128,3 +129,41 @@ def assert_close(got, expected, *, atol=1e-5, rtol=1e-4, what="output", dtype=No
     advice = proven_hint(got, expected, hints() if callable(hints) else hints or (), atol=atol, rtol=rtol)
     raise attach(AssertionError(close_failure(what, expected, describe(got, expected, atol=atol, rtol=rtol), advice)),
                  got=got, expected=expected, atol=atol, rtol=rtol, what=what)
+
+
+# -- proven advice for what no tensor shows ----------------------------------------------------
+#
+# ``proven_hint``'s rule for outcomes that are no tensor (an exception's kind, the names a module
+# holds, the size of a tensor a call made): the advice of the one catalogued wrong outcome, else none.
+
+def told(outcome, known) -> str | None:
+    """The advice of the one catalogued wrong outcome that ``outcome`` is, else None. ``known`` is
+    [(test of an outcome, advice)]."""
+    found = {text for test, text in known if test(outcome)}
+    return found.pop() if len(found) == 1 else None
+
+
+def known_answer(got, known) -> str | None:
+    """:func:`told` for answers compared by equality: ``known`` is [(wrong answer, advice)]."""
+    return told(got, [(lambda outcome, wrong=wrong: outcome == wrong, text) for wrong, text in known])
+
+
+def hinted(error: BaseException, advice: str | None) -> BaseException:
+    """``error`` with ``advice`` (when there is one) after its message: the same exception, so that it
+    keeps the case that rebuilds it."""
+    if advice:
+        error.args = (with_hint(str(error), advice),)
+    return error
+
+
+def raises_with_advice(subject, call, advice, fine, *, mentions=()):
+    """``assert_raises(..., "ValueError")``; its failure is followed by ``advice`` when ``fine``, the same
+    call with the argument made good, runs: the bad argument is then what went unchecked."""
+    try:
+        assert_raises(subject.run, call, "ValueError", mentions=mentions)
+    except AssertionError as error:
+        try:
+            subject.run(fine)
+        except StudentError:
+            raise error from None
+        raise hinted(error, advice) from None

@@ -60,7 +60,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from autograder.testing.compare import assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
 from autograder.core.protocol import Call, New, StudentError
-from anchors import assert_close, check_gradients_of, computed_in_float32, differ, proven_hint, tolerance
+from anchors import assert_close, check_gradients_of, computed_in_float32, differ, hinted, proven_hint, told, tolerance
 from oracles_attention import attention64
 from oracles_efficient_attention import (
     attention_rows64, decode64, flash64, flash_gradients64, flattened64, gqa64, gqa_keys, gqa_state, repeated_state,
@@ -169,23 +169,7 @@ CHUNK_POSITIVE = ("each chunk size must be at least 1: raise ValueError for a 0 
 CHUNK_SUM = "the chunk sizes must sum to L, the length of x: raise ValueError when they fall short of it or overrun it."
 
 
-# -- proven advice for what no tensor shows --------------------------------------------------
-
-def told(outcome, known) -> str | None:
-    """The advice of the one catalogued wrong outcome that ``outcome`` is, else None: the rule of
-    ``anchors.proven_hint`` for what no tensor shows (an exception, the size of a tensor a call made,
-    the buffers an object holds). ``known`` is [(test of an outcome, advice)]."""
-    found = {text for test, text in known if test(outcome)}
-    return found.pop() if len(found) == 1 else None
-
-
-def with_advice(error: AssertionError, advice: str | None) -> AssertionError:
-    """``error`` with ``advice`` as its hint: the same error, so that the case it carries (the call
-    that rebuilds it) stays."""
-    if advice:
-        error.args = (with_hint(str(error), advice),)
-    return error
-
+# -- proven advice for what no tensor shows (anchors.told) -------------------------------------
 
 def not_a_value_error(error: StudentError | None) -> bool:
     """The call raised nothing, or something other than ValueError: its check is missing."""
@@ -212,7 +196,7 @@ def raises(subject, call, kind, *, mentions=(), known=()):
     try:
         return assert_raises(run, call, kind, mentions=mentions)
     except AssertionError as error:
-        raise with_advice(error, told(seen[-1] if seen else None, known)) from None
+        raise hinted(error, told(seen[-1] if seen else None, known)) from None
 
 
 def run_told(subject, call, known):
@@ -436,7 +420,7 @@ def test_flash_gradients_match_finite_differences(subject, shapes, seed, block, 
                        for g, w, x in zip(grads, want, (q, k, v)))
 
         # Proven as a wrong answer is: the code's gradients are the detached running output's, not the right ones.
-        raise with_advice(error, told(grads, [(lambda _: gives(("detach_acc",)) and not gives(()), DETACHED)])) from None
+        raise hinted(error, told(grads, [(lambda _: gives(("detach_acc",)) and not gives(()), DETACHED)])) from None
 
 
 @pytest.mark.points(1)
@@ -566,7 +550,7 @@ def test_flash_leading_dims_broadcast(subject, batches, L, S, E, Ev, seed, block
     except AssertionError as error:
         flattened = [(lambda out: isinstance(out, torch.Tensor) and flat is not None and out.shape == flat.shape
                       and not differ(out, flat, 1e-5, 1e-4), FLATTENED)]
-        raise with_advice(error, told(got, flattened)) from None
+        raise hinted(error, told(got, flattened)) from None
     assert_close(got, spelled, what=f"{what} against your output for the expanded inputs",
                  hints=[(flat, FLATTENED)] if flat is not None else [])
     assert_roughly(spelled, attention64(q, k, v, is_causal=is_causal)[0], what="output for the expanded inputs")

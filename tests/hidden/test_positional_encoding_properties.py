@@ -32,7 +32,7 @@ from hypothesis import given, settings, strategies as st
 
 from autograder.testing.compare import N_, assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
 from autograder.core.protocol import Call, Failure, New, StudentError
-from anchors import assert_close, computed_in_float32, proven_hint, tolerance
+from anchors import assert_close, computed_in_float32, hinted, proven_hint, raises_with_advice, tolerance
 from oracles_positional_encoding import rope64, sinusoidal64, table_atol
 from tensors import batch_dims, randn, seeds
 
@@ -85,27 +85,6 @@ def encoder(dim, max_len=None, base=None) -> New:
     if base is not None:
         kwargs["base"] = base
     return New(MODULE, (dim,), kwargs)
-
-
-def hinted(error: BaseException, advice: str) -> BaseException:
-    """``error`` with ``advice`` after its message (the same exception: it keeps the case that rebuilds it)."""
-    error.args = (with_hint(str(error), advice),)
-    return error
-
-
-def raises_with_advice(subject, call, advice, fine, *, mentions=()):
-    """``assert_raises(..., "ValueError")``; its failure is followed by ``advice`` when ``fine``, the same
-    call with the argument made good, runs: the bad argument is then what went unchecked."""
-    try:
-        assert_raises(subject.run, call, "ValueError", mentions=mentions)
-    except AssertionError as error:
-        try:
-            subject.run(fine)
-        except StudentError:
-            raise error from None
-        raise hinted(error, advice) from None
-
-
 def unmodified(result, advice):
     """No input of ``result``'s call was written in place, else ``advice`` follows the failure."""
     try:

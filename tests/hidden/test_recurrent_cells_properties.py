@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from autograder.testing.compare import N_, assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
 from autograder.core.cases import attach
 from autograder.core.protocol import Call, New, StudentError
-from anchors import assert_close, check_gradients_of, computed_in_float32, differ, tolerance
+from anchors import assert_close, check_gradients_of, computed_in_float32, differ, hinted, raises_with_advice, tolerance
 from oracles_recurrent_cells import (
     CLASS, KINDS, cell_hints, cell_kwargs, cell_params, cell_reference, gru64, gru_arg_grads64, jacobian_norms64,
     lstm64, permuted_orders, sequence_reference, torch_cell, unroll64, unroll_grads64,
@@ -128,27 +128,6 @@ def of_shape(got, expected, what):
         if isinstance(got, torch.Tensor) and expected.dim() == 1 and tuple(got.shape) == (1, *expected.shape):
             raise hinted(error, UNBATCHED) from None
         raise
-
-
-def hinted(error: BaseException, advice: str) -> BaseException:
-    """``error`` with ``advice`` after its message (the same exception: it keeps the case that rebuilds it)."""
-    error.args = (with_hint(str(error), advice),)
-    return error
-
-
-def raises_with_advice(subject, call, advice, fine, *, mentions=()):
-    """``assert_raises(..., "ValueError")``; its failure is followed by ``advice`` when ``fine``, the same
-    call with the argument made good, runs: the bad argument is then what went unchecked."""
-    try:
-        assert_raises(subject.run, call, "ValueError", mentions=mentions)
-    except AssertionError as error:
-        try:
-            subject.run(fine)
-        except StudentError:
-            raise error from None
-        raise hinted(error, advice) from None
-
-
 def run_with_default_state(subject, call, given):
     """``subject.run(call)``, where ``call`` leaves the state None: a failure there, when ``given`` (the
     same call with a state passed) runs, is the default zero state's."""

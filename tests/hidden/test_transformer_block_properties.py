@@ -29,7 +29,7 @@ from hypothesis import given, settings, strategies as st
 from autograder.core.cases import attach
 from autograder.testing.compare import assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
 from autograder.core.protocol import Call, New, StudentError
-from anchors import DOWNCAST, assert_close, check_gradients_of, tolerance
+from anchors import DOWNCAST, assert_close, check_gradients_of, known_answer, tolerance
 from oracles_transformer_block import (
     LINEAR_BIASES, NORM_BIASES, block64, block_hints, block_input_grads, block_state, ffn64, ffn_state, layer_norm64,
     norm_state, one_thread, torch_block, torch_layer_norm,
@@ -177,15 +177,6 @@ def nearest(out, candidates):
     stack = torch.stack(candidates)  # (n, *out.shape)
     pick = (stack - out.double()).abs().argmin(0, keepdim=True)  # (1, *out.shape)
     return stack.gather(0, pick)[0]
-
-
-def known_answer(got, known) -> str | None:
-    """The advice of the one catalogued wrong answer equal to ``got``, else None: ``proven_hint``'s
-    rule for answers that are no tensor (the names a module holds, the kind of error a call raised).
-    ``known`` is [(wrong answer, advice)]."""
-    found = {text for wrong, text in known if wrong == got}
-    return found.pop() if len(found) == 1 else None
-
 
 def fail_with(message: str, advice: str | None, call=None):
     """An AssertionError saying ``message`` and, when some advice is proven, the hint."""
