@@ -484,7 +484,7 @@ def units_for(source: str, unit: str, namespace: dict | None = None) -> Units:
         course = demo_course()
         mine = _folder_units(course, course.assignments).get(unit)
         if mine is not None and not _written_here(module, mine):
-            where = f"{mine.__file__} (this notebook's answer cells are not all filled in)"
+            where = _("{file} (this notebook's answer cells are not all filled in)").format(file=mine.__file__)
             reference = load_units(None, **{unit: mine})
             return Units(dict(reference), reference.source, course, {unit: where})
     return load_units(None, **{unit: module})

@@ -166,6 +166,19 @@ def catalogue(tmp_path_factory):
     return mutants.Graded(tmp_path_factory, "--no-sandbox")
 
 
+import modes  # noqa: E402 - it imports ROOT from this module, defined above
+
+
+@pytest.fixture(scope="session", params=modes.params("attacks"))
+def attack_run(request, tmp_path_factory) -> dict:
+    """Both attack suites and the reference graded in one sandboxed run of one mode
+    (``attack_runs``), for the trust suite's tests and the removal suite's alike."""
+    modes.require(request.param)
+    import attack_runs  # it imports this module
+
+    return attack_runs.graded(request.param, tmp_path_factory.mktemp(f"attacks-{request.param}"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Make ``--dist loadgroup`` keep each ``xdist_group`` on one worker, as xdist documents.

@@ -97,10 +97,11 @@ def test_a_chunk_out_of_time_costs_only_the_slow_student_and_is_graded_again(tmp
     subs.mkdir()
     dora = _honest(subs, "dora")
     slow = uploads.make_slow(ROOT, subs)
-    # One chunk of two; each student's budget is 20 s (the chunk's is one budget per student,
-    # plus one for start-up): ample for honest grading on a loaded machine, far less than the
-    # slow student's half second per call takes (about 700 calls).
-    _batch(subs, out, "-j", "1", "--student-budget", "20", code=NEEDS_ATTENTION)
+    # One chunk of two; each student's budget is 10 s (the chunk's is one budget per student,
+    # plus one for start-up; a student graded again alone has two): ample for honest grading of
+    # one unit on a loaded machine (about 3 s), far less than the slow student's half second per
+    # call takes (about 700 calls).
+    _batch(subs, out, "-j", "1", "--student-budget", "10", code=NEEDS_ATTENTION)
     book = _book(out)
     assert book[dora][1] == "graded" and float(book[dora][2]) == float(book["Points Possible"][2])
     assert "time budget exhausted" in book[slow][1] and book[slow][2] == "", "not graded: blank, not 0"

@@ -11,36 +11,39 @@ this test's tool, installed into the venv beside the bundle (a student opens the
 Jupyter or VS Code instead). The notebook must complete; on the finished code every test passes
 and every demo shows its plot exactly once; on the stubs every demo says, in one line, which file
 to implement and where it took it from; and no output holds a warning or the profiler's lines.
-All of it in the bundle's language, which the kernel speaks (the setup cell's ``LANG``; a zh
-bundle's test results are in Chinese: test_zh_everywhere.py reads every output for English).
+All of it in the bundle's language, which the kernel speaks (the setup cell's ``LANG``): in the zh
+bundle no output of a code cell (a test's result, a demo's status line) and no text a plot draws (every
+matplotlib text of every figure saved, recorded by the injected cell) holds English (:mod:`zh_text`).
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 
 import pytest
 
 from conftest import ROOT
 from student_bundle import LANGS, MANIFEST, UNITS, find_uv, finished, run
+from zh_text import CJK, RECORD_PLOT_TEXTS, english
 from autograder.core import i18n
 
 nbformat = pytest.importorskip("nbformat")
 
 pytestmark = pytest.mark.xdist_group("bundle")
 
-CJK = re.compile(r"[\u3400-\u9fff]")
 STRAY = re.compile(r"Warning\b|warnings\.warn|profiler_st|USDT:|STAGE:|ActivityProfiler")
 RUNS = [(lang, variant) for lang in LANGS for variant in ("stubs", "finished")]
-# Run by the bundle's venv: executes a notebook as nbconvert does, SIZE = "small" injected after
-# its parameters cell; writes the executed notebook, or exits 1 where nbconvert would stop.
+# Run by the bundle's venv: executes a notebook as nbconvert does, SIZE = "small" and a recorder of
+# the plots' texts (argv[3]) injected after its parameters cell; writes the executed notebook, or
+# exits 1 where nbconvert would stop.
 EXECUTE = """
 import sys, time, nbclient, nbformat
 from pathlib import Path
-path, out = Path(sys.argv[1]), Path(sys.argv[2])
+path, out, record = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 nb = nbformat.read(str(path), as_version=4)
 setup = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-injected = nbformat.v4.new_code_cell('SIZE = "small"')
+injected = nbformat.v4.new_code_cell('SIZE = "small"' + record)
 injected.metadata["tags"] = ["injected-parameters"]
 nb.cells.insert(setup + 1, injected)
 start = time.perf_counter()
@@ -54,7 +57,7 @@ nbformat.write(nb, str(out))
 def executed(request, student_bundles) -> dict:
     """One bundle's lessons, written by its README's command and each executed headless in its venv,
     on the stubs or on finished work: {"lang", "variant", "assignments", "notebooks": unit -> the
-    executed notebook, or the error that stopped it}."""
+    executed notebook, or the error that stopped it; "drawn": unit -> the texts its plots drew}."""
     lang, variant = request.param
     bundle = student_bundles[lang]
     python, tool = bundle["python"], bundle["top"] / "nbclient-installed"
@@ -66,14 +69,17 @@ def executed(request, student_bundles) -> dict:
     jupyter = bundle["top"] / "jupyter-data"  # no kernel spec of this machine's user: the venv's own
     with finished(bundle) if variant == "finished" else contextlib.nullcontext():
         run(python, "-m", "course.lessons", folder, cwd=bundle["root"], venv=bundle["venv"])
-        notebooks = {}
+        notebooks, drawn = {}, {}
         for unit in UNITS:
-            out = executed_dir / f"{unit}.ipynb"
-            proc = run(python, "-c", EXECUTE, folder / f"{unit}.ipynb", out, cwd=folder, venv=bundle["venv"],
+            out, texts_file = executed_dir / f"{unit}.ipynb", executed_dir / f"{unit}.texts"
+            record = RECORD_PLOT_TEXTS.format(path=str(texts_file))
+            proc = run(python, "-c", EXECUTE, folder / f"{unit}.ipynb", out, record, cwd=folder, venv=bundle["venv"],
                        check=False, timeout=900, env={"JUPYTER_DATA_DIR": str(jupyter), "JUPYTER_PATH": "",
                                                       "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
             notebooks[unit] = nbformat.read(str(out), as_version=4) if proc.returncode == 0 else proc.stderr[-4000:]
-    return {"lang": lang, "variant": variant, "assignments": bundle["root"] / "assignments", "notebooks": notebooks}
+            drawn[unit] = texts_file.read_text(encoding="utf-8").splitlines() if texts_file.is_file() else []
+    return {"lang": lang, "variant": variant, "assignments": bundle["root"] / "assignments", "notebooks": notebooks,
+            "drawn": {unit: [json.loads(line) for line in lines] for unit, lines in drawn.items()}}
 
 
 def said(lang: str, msgid: str) -> str:
@@ -148,4 +154,12 @@ def test_a_lesson_notebook_runs_headless(executed, unit):
     if lang != "en":  # the kernel speaks the bundle's language: every test result is in it
         results = [" ".join(texts(c)) for c in code if is_test(c) and "public_test(" in c.source]
         assert all(CJK.search(r) for r in results), f"{lang}/{unit} ({variant}): a test printed no {lang}: {results}"
+    if lang == "zh":  # and no English: not in a cell's output, not in a plot's label
+        shown = ["\n".join(texts(c)) for c in code]
+        wrong = [f"{english(t)} in:\n{t[:600]}" for t in shown if english(t)]
+        assert not wrong, f"{unit} ({variant}): English in the outputs:\n" + "\n".join(wrong)
+        drawn = executed["drawn"][unit]
+        assert variant == "stubs" or any(CJK.search(t) for t in drawn), f"{unit}: its demos drew no Chinese label: {drawn}"
+        plotted = [f"{t!r}: {english(t)}" for t in dict.fromkeys(drawn) if english(t)]
+        assert not plotted, f"{unit} ({variant}): English in the plots:\n" + "\n".join(plotted)
     print(f"{lang}/{unit} ({variant}): {nb.metadata['seconds']} s")

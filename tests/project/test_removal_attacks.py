@@ -5,9 +5,9 @@ tests/mutants/*.toml) of one unit's reference solution that would earn points if
 with its kind (deferred, c_callable, swapped_submodule, kept_reference, memory); the README's table lists
 them with the score today's grader (42e5088) gave each. tests/project/removal.py materializes each into a
 folder holding only that unit's file (its siblings are the course's stand-ins, as in the trust suite).
-All of them are graded in one sandboxed run per mode ("full", "container": under a seccomp filter that
-refuses namespaces, its zygote forked from the grader as on Gradescope, "plain": forced on top of it, its
-zygote a fresh interpreter), next to the reference solutions, which must keep full marks in that same run.
+All of them are graded in one sandboxed run per mode (``attack_runs``: "full", "container", "plain"), with
+the trust suite's attacks and next to the reference solutions; test_trust_attacks.py checks that run's mode,
+that the reference keeps full marks in it and that nothing outlives it.
 
 What a sound grader does with each attack:
   * deferred, c_callable, swapped_submodule, kept_reference (a forbidden computation run where the engine,
@@ -23,11 +23,11 @@ from collections import Counter
 
 import pytest
 
-from modes import params, skip_reason
 from removal import ATTACKS, BY_NAME, COURSE, KINDS, REMOVAL, materialize, source
-from test_sandbox import drive, leftovers
+from test_sandbox import drive
+import attack_runs
 
-TIMEOUT = 3.0  # per call: the reference's flash_attention at L = S = 4096 needs about 1 s here
+TIMEOUT = attack_runs.TIMEOUT
 MEMORY_POINTS = 2  # the API page's memory bound of flash_attention
 # Attacks the grader does not stop yet (strict: an attack that starts failing must leave this list).
 OPEN: dict[str, str] = {}
@@ -74,41 +74,6 @@ def test_each_patch_applies(name):
     compile(patched, COURSE.units[attack["unit"]].file, "exec")
 
 
-# One grading run per mode, covering every attack and the reference; each run's tests share an
-# xdist group, so one worker makes it (session scope: interleaved modules would start it again).
-@pytest.fixture(scope="session", params=params("removal"))
-def removal_run(request, tmp_path_factory) -> dict:
-    mode = request.param
-    reason = skip_reason(mode)
-    if reason:
-        pytest.skip(reason)
-    base = tmp_path_factory.mktemp(f"removal-{mode}")
-    paths = [COURSE.solutions, *(materialize(a, base) for a in ATTACKS)]
-    if mode == "full":
-        run = drive(paths, UNITS, timeout=TIMEOUT, mode="full")
-    else:
-        # Container mode is Gradescope's: its grader forks the zygote (autograder/sandbox/forked.py).
-        run = drive(paths, UNITS, timeout=TIMEOUT, container=True, mode=None if mode == "container" else "plain",
-                    fork=mode == "container")
-    run["expected"] = mode
-    run["reference"] = run["results"][0]["units"]
-    run["by_attack"] = {a["name"]: r["units"][a["unit"]] for a, r in zip(ATTACKS, run["results"][1:])}
-    run["leftovers"] = leftovers(run)
-    return run
-
-
-def test_mode_is_the_one_asked_for(removal_run):
-    assert removal_run["mode"] == removal_run["expected"], removal_run["mode"]
-    assert removal_run["forked"] == (removal_run["mode"] == "container"), removal_run["forked"]
-
-
-def test_reference_keeps_full_marks_beside_the_attacks(removal_run):
-    for unit in UNITS:
-        result = removal_run["reference"][unit]
-        lost = [(t["id"], t["output"][:200]) for t in result["tests"] if t["score"] < t["max_score"]]
-        assert result["score"] == result["max_score"] > 0, (unit, lost[:3])
-
-
 def _assert_sound(name: str, result: dict) -> None:
     attack = BY_NAME[name]
     tests = {t["id"]: t for t in result["tests"]}
@@ -124,8 +89,8 @@ def _assert_sound(name: str, result: dict) -> None:
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(n in OPEN, reason=OPEN.get(n, ""), strict=True))
                                   for n in NAMES])
-def test_attack_earns_nothing_for_what_it_did_not_do(removal_run, name):
-    _assert_sound(name, removal_run["by_attack"][name])
+def test_attack_earns_nothing_for_what_it_did_not_do(attack_run, name):
+    _assert_sound(name, attack_run["removal"][name])
 
 
 @pytest.mark.xdist_group("removal-in-process")
@@ -137,7 +102,3 @@ def test_in_process_grading_holds_the_same_bounds(tmp_path):
         assert run["results"][0]["units"][unit]["score"] == run["results"][0]["units"][unit]["max_score"] > 0, unit
     for attack, result in zip(ATTACKS, run["results"][1:]):
         _assert_sound(attack["name"], result["units"][attack["unit"]])
-
-
-def test_nothing_outlives_the_run(removal_run):
-    assert not removal_run["leftovers"], removal_run["leftovers"]

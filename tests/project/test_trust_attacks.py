@@ -5,9 +5,9 @@ tests/mutants/*.toml) of one unit's reference solution that would earn points if
 fooled (the patched file's docstring names the attack and its class, 1-5; the README's table lists
 them with the score the old grader gave each). tests/project/trust.py materializes each into a folder
 holding only that unit's file (its siblings are the course's stand-ins). All of them are graded in one
-sandboxed run per mode ("full", "container": under a seccomp filter that refuses namespaces, its zygote
-forked from the grader as on Gradescope, "plain": forced on top of it, its zygote a fresh interpreter),
-next to the reference solutions, which must keep full marks in that same run.
+sandboxed run per mode (``attack_runs``: "full", "container", "plain"), which grades the removal suite's
+attacks too, next to the reference solutions, which must keep full marks in that same run. The run's
+own checks (its mode, the reference's marks, nothing left behind) are here, once for both suites.
 
 What a sound grader does with each case:
   * classes 1-4 (forbidden work hidden from the grader, reports edited, code the scan never read,
@@ -26,12 +26,10 @@ import pytest
 
 from conftest import ROOT
 from autograder.core.manifest import load_course
-from modes import params, skip_reason
-from test_sandbox import drive, leftovers
+import attack_runs
 from trust import ATTACKS, BY_NAME, TRUST, materialize, source
 
 COURSE = load_course(ROOT)
-TIMEOUT = 3.0  # per call: the reference's flash_attention at L = S = 4096 needs about 1 s here
 MEMORY_POINTS = 2  # the API page's memory bound of flash_attention ("keep the 2 points", issue 42)
 # Attacks the grader does not stop yet (strict: an attack that starts failing must leave this list).
 OPEN: dict[str, str] = {}
@@ -51,7 +49,6 @@ def attack_class(folder) -> int:
 
 
 CASES = sorted(a["name"] for a in ATTACKS)
-UNITS = sorted({a["unit"] for a in ATTACKS}, key=list(COURSE.units).index)
 
 
 def materialized(base) -> dict:
@@ -96,50 +93,27 @@ def test_each_patch_applies():
         compile(patched, COURSE.units[attack["unit"]].file, "exec")
 
 
-# One grading run per mode, covering every case and the reference; each run's tests share an
-# xdist group, so one worker makes it (session scope: interleaved modules would start it again).
-@pytest.fixture(scope="session", params=params("trust"))
-def trust_run(request, tmp_path_factory) -> dict:
-    mode = request.param
-    reason = skip_reason(mode)
-    if reason:
-        pytest.skip(reason)
-    folders = materialized(tmp_path_factory.mktemp(f"trust-{mode}"))
-    paths = [COURSE.solutions, *(folders[c] for c in CASES)]
-    if mode == "full":
-        run = drive(paths, UNITS, timeout=TIMEOUT, mode="full")
-    else:
-        # Container mode is Gradescope's: its grader forks the zygote (autograder/sandbox/forked.py).
-        run = drive(paths, UNITS, timeout=TIMEOUT, container=True, mode=None if mode == "container" else "plain",
-                    fork=mode == "container")
-    run["expected"] = mode
-    run["reference"] = run["results"][0]["units"]
-    run["folders"] = folders
-    run["by_case"] = {c: r["units"][unit_of(folders[c])] for c, r in zip(CASES, run["results"][1:])}
-    run["leftovers"] = leftovers(run)
-    return run
+def test_mode_is_the_one_asked_for(attack_run):
+    assert attack_run["mode"] == attack_run["expected"], attack_run["mode"]
+    assert attack_run["forked"] == (attack_run["mode"] == "container"), attack_run["forked"]
 
 
-def test_mode_is_the_one_asked_for(trust_run):
-    assert trust_run["mode"] == trust_run["expected"], trust_run["mode"]
-    assert trust_run["forked"] == (trust_run["mode"] == "container"), trust_run["forked"]
-
-
-def test_reference_keeps_full_marks_beside_the_attacks(trust_run):
-    for unit in UNITS:
-        result = trust_run["reference"][unit]
+def test_reference_keeps_full_marks_beside_the_attacks(attack_run):
+    for unit in attack_runs.UNITS:
+        result = attack_run["reference"][unit]
         lost = [(t["id"], t["output"][:200]) for t in result["tests"] if t["score"] < t["max_score"]]
         assert result["score"] == result["max_score"] > 0, (unit, lost[:3])
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(c in OPEN, reason=OPEN.get(c, ""), strict=True))
                                   for c in CASES])
-def test_attack_earns_nothing_for_what_it_did_not_do(trust_run, case):
-    unit = unit_of(trust_run["folders"][case])
-    result = trust_run["by_case"][case]
+def test_attack_earns_nothing_for_what_it_did_not_do(attack_run, case):
+    folder = attack_run["folders"]["trust"][case]
+    unit = unit_of(folder)
+    result = attack_run["trust"][case]
     tests = {t["id"]: t for t in result["tests"]}
     earned = [(i, t["score"]) for i, t in tests.items() if t["score"]]
-    if attack_class(trust_run["folders"][case]) == 5:
+    if attack_class(folder) == 5:
         # Honest values, a faked memory bound: the bound's points are lost, whatever else it earns.
         assert result["max_score"] > 0, (case, result["status"], result["message"])
         assert result["score"] <= result["max_score"] - MEMORY_POINTS, (case, result["score"], result["max_score"])
@@ -148,5 +122,5 @@ def test_attack_earns_nothing_for_what_it_did_not_do(trust_run, case):
         assert result["score"] <= bound, (case, unit, result["status"], result["score"], bound, earned[:8])
 
 
-def test_nothing_outlives_the_run(trust_run):
-    assert not trust_run["leftovers"], trust_run["leftovers"]
+def test_nothing_outlives_the_run(attack_run):
+    assert not attack_run["leftovers"], attack_run["leftovers"]

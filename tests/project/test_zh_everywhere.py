@@ -1,18 +1,12 @@
-"""The student's language everywhere (issue 58): a Chinese notebook runs in Chinese, the command line
-speaks Chinese without a word of English its catalogues translate, and a notebook's answer cells are
-checked as the unit file they make up.
+"""The student's language everywhere (issue 58): the command line speaks Chinese without a word of
+English its catalogues translate, and a notebook's answer cells are checked as the unit file they make
+up.
 
-* **Notebooks.** Each lesson, written in Chinese (``python -m course.lessons OUT --lang zh``) by this
-  course, whose course.toml says English, is executed headless by nbclient as ``jupyter nbconvert
-  --execute`` runs it (a cell tagged ``raises-exception`` may raise), in this venv's kernel: once on
-  the stubs (``SOURCE = "assignments"`` injected after the setup cell, as papermill injects
-  parameters) and once on finished code (the notebook's answer cells, filled in from the reference).
-  The kernel speaks the notebook's own language, which its setup cell names (``LANG``). No output of
-  a code cell (a test's result, a demo's status line) and no text a plot draws (every matplotlib text
-  of every figure saved, recorded by a cell injected beside ``SIZE``) holds an English text that the
-  catalogues translate, nor a run of English prose. The hidden-tests cell is not read: it is the
-  instructor's (the released notebooks do not have it), and prints what the instructor's grader
-  says. The bundle's own notebooks (its course.toml says zh) run in test_lesson_notebooks.py.
+* **Notebooks** run in Chinese in test_lesson_notebooks.py: the zh bundle's lessons, executed headless
+  on the stubs and on finished code, print and draw no English (:mod:`zh_text`'s rule, this module's
+  before). A lesson written ``--lang zh`` by a course whose course.toml says English differs from
+  them only where its setup cell names the language (test_lesson_languages.py), and the kernel speaks
+  the language that cell names.
 * **The command line** in Chinese: check's table and its property titles, --help (argparse's own
   words too), an unknown unit, a bad ``repro --example``.
 * **One place to write code**: ``check --path NOTEBOOK`` checks the file its answer cells make up.
@@ -20,141 +14,19 @@ checked as the unit file they make up.
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, attn_course
-from autograder.authoring import answers, catalogue
+from zh_text import CJK, english
+from autograder.authoring import answers
 from autograder.core import i18n
 from autograder.core.manifest import load_course
 
 nbformat = pytest.importorskip("nbformat")
-pytest.importorskip("nbclient")
 
 COURSE = load_course(ROOT)
-UNITS = list(COURSE.units)
-CJK = re.compile(r"[\u3400-\u9fff]")
-# English prose: three words of letters or more in a row, none part of a name, a call, a path or code.
-PROSE = re.compile(r"(?<![\w./'\"=\-])[A-Za-z]{2,}(?: [A-Za-z]{2,}){2,}(?![\w(/'\"=\-])")
-# What a status line starts with in English (too short to be told by its words alone).
-ENGLISH_MARKS = ("passed: ", "warning: ", "Hint: ", "not run yet", "not implemented yet", "counterexample", "FAILED")
-VARIANTS = {"stubs": 'SOURCE = "assignments"', "finished": ""}
-# Run by this venv's interpreter: the notebook as nbconvert runs it, SIZE = "small" and a recorder of
-# every text of every figure saved injected after its parameters cell.
-EXECUTE = """
-import sys, nbclient, nbformat
-from pathlib import Path
-path, out, texts, extra = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-nb = nbformat.read(str(path), as_version=4)
-setup = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-injected = nbformat.v4.new_code_cell(f'''SIZE = "small"
-{extra}
-import json as _json, matplotlib.figure as _figure, matplotlib.text as _text
-_savefig = _figure.Figure.savefig
-def _recorded(fig, *args, **kwargs):
-    with open({texts!r}, "a", encoding="utf-8") as out:
-        for t in fig.findobj(_text.Text):
-            if t.get_visible() and t.get_text().strip():
-                out.write(_json.dumps(t.get_text(), ensure_ascii=False) + "\\\\n")
-    return _savefig(fig, *args, **kwargs)
-_figure.Figure.savefig = _recorded''')
-injected.metadata["tags"] = ["injected-parameters"]
-nb.cells.insert(setup + 1, injected)
-nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-nbformat.write(nb, str(out))
-"""
-
-
-def fragments() -> list[str]:
-    """The English the Chinese catalogues translate, as it could show in an output: each literal
-    part (between placeholders) of a translated msgid that holds two words of prose or more and
-    that its translation does not keep."""
-    found = set()
-    for domain, locale, _messages in catalogue.domains(COURSE):
-        for message in catalogue.read(i18n.catalogue_path(locale, "zh", domain)):
-            if not (message.id and message.string and CJK.search(message.string)):
-                continue
-            for part in i18n.FIELD.split(message.id)[::4]:
-                part = part.strip(" :;,.()")
-                if len(catalogue.PROSE_WORD.findall(part)) >= 2 and part not in message.string:
-                    found.add(part)
-    return sorted(found, key=len, reverse=True)
-
-
-FRAGMENTS = fragments()
-
-
-def english(text: str) -> list[str]:
-    """The English in ``text``: catalogued English, an English status mark, a run of prose."""
-    found = [f for f in FRAGMENTS if f in text] + [m for m in ENGLISH_MARKS if m in text]
-    return found + [run for line in text.splitlines() for run in PROSE.findall(line)]
-
-
-@pytest.fixture(scope="module")
-def lessons(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("zh-lessons")
-    subprocess.run([sys.executable, "-m", "course.lessons", str(out), "--lang", "zh"], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return out
-
-
-@pytest.fixture(scope="module", params=list(VARIANTS))
-def executed(request, lessons, tmp_path_factory) -> dict:
-    """Every zh lesson executed headless on one variant: unit -> (the executed notebook, or the
-    error that stopped it; the plot texts it drew)."""
-    top = tmp_path_factory.mktemp(f"zh-{request.param}")
-    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg",
-           "HOME": str(top), "JUPYTER_DATA_DIR": str(top / "jupyter"), "JUPYTER_PATH": "",
-           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    found = {}
-    for unit in UNITS:
-        out, texts = top / f"{unit}.ipynb", top / f"{unit}.texts"
-        shutil.copyfile(lessons / f"{unit}.ipynb", top / f"{unit}.source.ipynb")
-        proc = subprocess.run([sys.executable, "-c", EXECUTE, str(top / f"{unit}.source.ipynb"), str(out), str(texts),
-                               VARIANTS[request.param]], cwd=top, env=env, capture_output=True, text=True, timeout=900)
-        notebook = nbformat.read(str(out), as_version=4) if proc.returncode == 0 else proc.stderr[-4000:]
-        drawn = [json.loads(line) for line in texts.read_text(encoding="utf-8").splitlines()] if texts.is_file() else []
-        found[unit] = (notebook, drawn)
-    return {"variant": request.param, "notebooks": found}
-
-
-def outputs(cell) -> str:
-    shown = []
-    for output in cell.get("outputs", []):
-        if output.output_type == "stream":
-            shown.append(output.text)
-        elif output.output_type == "error":
-            shown.append(f"{output.ename}: {output.evalue}")
-        else:
-            shown.append(output.get("data", {}).get("text/plain", ""))
-    return "\n".join(shown)
-
-
-def is_hidden_cell(cell) -> bool:
-    return "hidden_tests(" in cell.source
-
-
-@pytest.mark.parametrize("unit", UNITS)
-def test_a_chinese_notebook_prints_and_draws_no_english(executed, unit):
-    variant, (nb, drawn) = executed["variant"], executed["notebooks"][unit]
-    assert not isinstance(nb, str), f"{unit} ({variant}): the notebook stopped:\n{nb}"
-    code = [c for c in nb.cells if c.cell_type == "code" and not is_hidden_cell(c)]
-    wrong = [f"{english(outputs(c))} in:\n{outputs(c)[:600]}" for c in code if english(outputs(c))]
-    assert not wrong, f"{unit} ({variant}): English in the outputs:\n" + "\n".join(wrong)
-    tests = [outputs(c) for c in code if "public_test(" in c.source]
-    assert tests and all(CJK.search(t) for t in tests), f"{unit} ({variant}): a test cell printed no Chinese: {tests}"
-    if variant == "finished":
-        passed = i18n.translations("zh", COURSE.locale)["passed: {title}"].split("{title}")[0]
-        assert all(t.startswith(passed) for t in tests), f"{unit}: a public test did not pass: {tests}"
-        labels = [t for t in drawn if CJK.search(t)]
-        assert drawn and labels, f"{unit}: its demos drew no Chinese label: {drawn}"
-    plotted = [f"{t!r}: {english(t)}" for t in dict.fromkeys(drawn) if english(t)]
-    assert not plotted, f"{unit} ({variant}): English in the plots:\n" + "\n".join(plotted)
 
 
 # -- the command line --------------------------------------------------------------------------------
