@@ -60,7 +60,9 @@ from hypothesis import example, given, settings, strategies as st
 
 from autograder.testing.compare import assert_raises, assert_roughly, assert_unmodified, check_tensor, with_hint
 from autograder.core.protocol import Call, New, StudentError
-from anchors import assert_close, check_gradients_of, computed_in_float32, differ, hinted, proven_hint, told, tolerance
+from anchors import assert_close, check_gradients_of, computed_in_float32, differ, proven_hint, told, tolerance
+# Under the name its properties' bodies call it by: a body's source seeds its derandomized examples.
+from anchors import hinted as with_advice
 from oracles_attention import attention64
 from oracles_efficient_attention import (
     attention_rows64, decode64, flash64, flash_gradients64, flattened64, gqa64, gqa_keys, gqa_state, repeated_state,
@@ -196,7 +198,7 @@ def raises(subject, call, kind, *, mentions=(), known=()):
     try:
         return assert_raises(run, call, kind, mentions=mentions)
     except AssertionError as error:
-        raise hinted(error, told(seen[-1] if seen else None, known)) from None
+        raise with_advice(error, told(seen[-1] if seen else None, known)) from None
 
 
 def run_told(subject, call, known):
@@ -420,7 +422,7 @@ def test_flash_gradients_match_finite_differences(subject, shapes, seed, block, 
                        for g, w, x in zip(grads, want, (q, k, v)))
 
         # Proven as a wrong answer is: the code's gradients are the detached running output's, not the right ones.
-        raise hinted(error, told(grads, [(lambda _: gives(("detach_acc",)) and not gives(()), DETACHED)])) from None
+        raise with_advice(error, told(grads, [(lambda _: gives(("detach_acc",)) and not gives(()), DETACHED)])) from None
 
 
 @pytest.mark.points(1)
@@ -550,7 +552,7 @@ def test_flash_leading_dims_broadcast(subject, batches, L, S, E, Ev, seed, block
     except AssertionError as error:
         flattened = [(lambda out: isinstance(out, torch.Tensor) and flat is not None and out.shape == flat.shape
                       and not differ(out, flat, 1e-5, 1e-4), FLATTENED)]
-        raise hinted(error, told(got, flattened)) from None
+        raise with_advice(error, told(got, flattened)) from None
     assert_close(got, spelled, what=f"{what} against your output for the expanded inputs",
                  hints=[(flat, FLATTENED)] if flat is not None else [])
     assert_roughly(spelled, attention64(q, k, v, is_causal=is_causal)[0], what="output for the expanded inputs")
