@@ -101,14 +101,15 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# The edit loop, under 3 minutes: the engine's layers and session rule, the unit registry, the
-# stubs and notebooks against solutions/, the page-to-property trace, the class report, and the
-# hints' own rules (without the catalogue). `make test` runs everything.
+# The edit loop, under 30 s on the 2-core machine (26 s wall, pytest 15 s): the engine's layers and
+# session rule, the unit registry, the stubs and notebooks against solutions/, the page-to-property
+# trace, the class report, and the hints' own rules. The hints' tests that read the graded catalogue
+# (conftest's `catalogue`: every mutant graded, minutes) are left out by name. `make test` runs everything.
 QUICK := tests/project/test_layers.py tests/project/test_registry.py tests/project/test_stubs.py \
          tests/project/test_trace.py tests/project/test_class_report.py tests/project/test_hints.py
 test-quick: install
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(wildcard $(QUICK)) \
-	  -k "not fire_on and not fires_on" || [ $$? -eq 5 ]
+	  -k "not fire_on and not fires_on and not catalogue_is_named" || [ $$? -eq 5 ]
 
 # CUDA parity of every unit on the reference and two device mutants; says so and exits 0 without CUDA.
 gpu-check: install
