@@ -85,6 +85,8 @@ def encoder(dim, max_len=None, base=None) -> New:
     if base is not None:
         kwargs["base"] = base
     return New(MODULE, (dim,), kwargs)
+
+
 def unmodified(result, advice):
     """No input of ``result``'s call was written in place, else ``advice`` follows the failure."""
     try:

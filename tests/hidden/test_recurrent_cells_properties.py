@@ -128,6 +128,8 @@ def of_shape(got, expected, what):
         if isinstance(got, torch.Tensor) and expected.dim() == 1 and tuple(got.shape) == (1, *expected.shape):
             raise hinted(error, UNBATCHED) from None
         raise
+
+
 def run_with_default_state(subject, call, given):
     """``subject.run(call)``, where ``call`` leaves the state None: a failure there, when ``given`` (the
     same call with a state passed) runs, is the default zero state's."""
