@@ -20,8 +20,8 @@ def grouped(units) -> list:
     return [pytest.param(u, marks=pytest.mark.xdist_group(f"mutants-{u}"), id=u) for u in units]
 
 
-def load(unit: str) -> list[dict]:
-    return tomllib.loads((MUTANTS / f"{unit}.toml").read_text(encoding="utf-8"))["mutant"]
+def load(unit: str, root: Path = ROOT) -> list[dict]:
+    return tomllib.loads((root / MUTANTS.relative_to(ROOT) / f"{unit}.toml").read_text(encoding="utf-8"))["mutant"]
 
 
 def mutated_source(source: str, mutant: dict) -> str:
@@ -33,33 +33,34 @@ def mutated_source(source: str, mutant: dict) -> str:
     return source
 
 
-def write(unit_file: str, mutant: dict, dest: Path) -> Path:
-    """A full submission: the reference solutions, with ``unit_file`` mutated."""
+def write(unit_file: str, mutant: dict, dest: Path, root: Path = ROOT) -> Path:
+    """A full submission: the reference solutions (``root``'s), with ``unit_file`` mutated."""
     dest.mkdir(parents=True)
-    for path in (ROOT / "solutions").glob("*.py"):
+    for path in (root / "solutions").glob("*.py"):
         shutil.copy(path, dest / path.name)
-    source = (ROOT / "solutions" / unit_file).read_text(encoding="utf-8")
+    source = (root / "solutions" / unit_file).read_text(encoding="utf-8")
     (dest / unit_file).write_text(mutated_source(source, mutant), encoding="utf-8")
     return dest
 
 
-def alternative(unit_file: str, dest: Path) -> Path:
+def alternative(unit_file: str, dest: Path, root: Path = ROOT) -> Path:
     """A full submission: the reference solutions, with ``unit_file`` the correct alternative's."""
-    shutil.copytree(ROOT / "solutions", dest)
-    shutil.copy(ALTERNATIVES / unit_file, dest / unit_file)
+    shutil.copytree(root / "solutions", dest)
+    shutil.copy(root / ALTERNATIVES.relative_to(ROOT) / unit_file, dest / unit_file)
     return dest
 
 
-def cases(unit: str, base: Path, keep=lambda name: True) -> dict[str, Path]:
+def cases(unit: str, base: Path, keep=lambda name: True, root: Path = ROOT) -> dict[str, Path]:
     """Submission folders under ``base`` for grading ``unit``: its correct alternative and every
-    mutant of its catalogue that ``keep(name)`` keeps, by name (the folders the grade cache knows)."""
+    mutant of its catalogue that ``keep(name)`` keeps, by name (the folders the grade cache knows);
+    those of the checkout ``root`` (tests/project/snapshot_grades.py reads an older one)."""
     from autograder.core.manifest import load_course
 
-    spec = load_course(ROOT).units[unit]
-    found = {"alternative": alternative(spec.file, base / "alternative")}
-    for m in load(unit):
+    spec = load_course(root).units[unit]
+    found = {"alternative": alternative(spec.file, base / "alternative", root)}
+    for m in load(unit, root):
         if keep(m["name"]):
-            found[m["name"]] = write(spec.file, m, base / m["name"])
+            found[m["name"]] = write(spec.file, m, base / m["name"], root)
     return found
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,32 +20,17 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutants import mutated_source  # noqa: E402 - the find/replace rule every catalogue is read by
-
-
-def cases(root: Path, unit: str, file: str, base: Path) -> dict[str, Path]:
-    """case -> a submission folder: the reference, the stubs, the alternative, every mutant."""
-    found = {"solutions": root / "solutions", "assignments": root / "assignments"}
-    alternative = base / "alternative"
-    shutil.copytree(root / "solutions", alternative, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(root / "tests" / "alternatives" / file, alternative / file)
-    found["alternative"] = alternative
-    source = (root / "solutions" / file).read_text(encoding="utf-8")
-    for mutant in tomllib.loads((root / "tests" / "mutants" / f"{unit}.toml").read_text(encoding="utf-8"))["mutant"]:
-        folder = base / mutant["name"]
-        shutil.copytree(root / "solutions", folder, ignore=shutil.ignore_patterns("__pycache__"))
-        (folder / file).write_text(mutated_source(source, mutant), encoding="utf-8")
-        found[mutant["name"]] = folder
-    return found
+import mutants  # noqa: E402 - the catalogue's folders, as the project's tests write them
 
 
 def snapshot(root: Path) -> dict:
-    manifest = tomllib.loads((root / "course" / "course.toml").read_text(encoding="utf-8"))
+    units = tomllib.loads((root / "course" / "course.toml").read_text(encoding="utf-8"))["units"]
     env = {**os.environ, "AUTOGRADER_COURSE_ROOT": str(root)}
     out: dict[str, dict] = {}
-    for unit, spec in manifest["units"].items():
+    for unit in units:
         with tempfile.TemporaryDirectory(prefix=f"snapshot-{unit}-") as tmp:
-            folders = cases(root, unit, spec["file"], Path(tmp))
+            folders = {"solutions": root / "solutions", "assignments": root / "assignments",
+                       **mutants.cases(unit, Path(tmp), root=root)}
             proc = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", *map(str, folders.values()),
                                    "--unit", unit, "--no-sandbox", "--jobs", "1", "--format", "json"],
                                   cwd=root, env=env, capture_output=True, text=True)
