@@ -61,6 +61,7 @@ from autograder.trust.forbidden import ERASED_NAME, HANDED, STAND_INS
 from autograder.core.i18n import N_
 from autograder.core.manifest import Course
 from autograder.core.protocol import Call, Failure, Result, StudentError
+from autograder.trust import loader
 from autograder.trust.subject import Timeouts
 from autograder.trust.uploads import walk
 from autograder.sandbox import ipc
@@ -141,6 +142,8 @@ class SandboxSubject:
             elif spec.file in self._refused:
                 self._statuses[unit] = N_("{file} is a symbolic link to a file outside the submission; submit the file "
                                           "itself").format(file=spec.file)
+            elif missing := loader.absent(spec, self._box):  # the worker would find the same box without it
+                self._statuses[unit] = missing
             else:
                 try:
                     self._statuses[unit] = self._load(unit)

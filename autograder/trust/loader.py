@@ -105,14 +105,22 @@ def load_folder(course: CourseUnits, folder: Path) -> dict[str, types.ModuleType
             for u in course.units.values() if (folder / u.file).is_file()}
 
 
+def absent(unit: Unit, folder: Path) -> str | None:
+    """Why ``unit`` cannot load because ``folder`` lacks its file (or None): the sandbox's host
+    tells it so without starting a worker for it."""
+    if (folder / unit.file).is_file():
+        return None
+    return N_("{file} was not found in the submission").format(file=unit.file)
+
+
 def load_unit(course: CourseUnits, unit: Unit, folder: Path, *, isolate: bool,
               trusted: Callable[[types.ModuleType], None] | None = None, rules: Rules | None = None) -> types.ModuleType:
     """``trusted`` is applied to each stand-in module before the unit's own code runs. With
     ``rules``, the unit (and any sibling of the submission's it imports) runs with the builtins
     of ``restricted.builtins_for``: what the allow-list scan approved is what runs."""
     path = folder / unit.file
-    if not path.is_file():
-        raise LoadError(N_("{file} was not found in the submission").format(file=unit.file))
+    if problem := absent(unit, folder):
+        raise LoadError(problem)
     package = _package("_submission", [] if isolate else [str(folder)])
     if isolate:
         _stand_ins_into(package, course, unit, trusted)

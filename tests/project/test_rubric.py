@@ -143,3 +143,23 @@ def test_the_items_of_a_test_must_agree_on_its_points(tmp_path):
     course = toy_course(tmp_path, hidden)
     with pytest.raises(GraderError, match="disagree on what it is worth"):
         rubric(course, "toy")
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "in-process"])
+def test_a_unit_that_does_not_load_fails_each_test_of_its_rubric_alike(tmp_path, sandbox):
+    """The plugin records a unit's later tests without running them once its first has failed to
+    load it, and the sandbox's host finds a missing file without a worker: every test of the rubric
+    is still in the grade, in order, failed with the load's own message."""
+    (tmp_path / "attention.py").write_text("def softmax(x:\n", encoding="utf-8")  # a syntax error
+    units = ["attention", "multi_head"]
+    proc = attn_course("grade", str(tmp_path), *(a for u in units for a in ("--unit", u)), "--format", "json",
+                       *([] if sandbox else ["--no-sandbox"]), check=False)
+    graded = json.loads(proc.stdout)["units"]
+    for unit in units:
+        tests, expected = graded[unit]["tests"], rubric(COURSE, unit)
+        assert worth(tests) == worth(expected) != [], unit
+        said = {t["output"] for t in tests}
+        assert len(said) == 1 and {t["status"] for t in tests} == {"failed"}, (unit, said)
+        assert graded[unit]["score"] == 0, unit
+    assert graded["multi_head"]["tests"][0]["output"] == "multi_head.py was not found in the submission"
+    assert "attention.py" in graded["attention"]["tests"][0]["output"], graded["attention"]["tests"][0]["output"]
