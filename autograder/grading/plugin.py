@@ -151,7 +151,9 @@ class GradingPlugin:
         problem = self.unloaded.get(id(view)) if view is not None else None
         if problem is None:
             return None
-        item.session._setupstate.teardown_exact(nextitem)  # what pytest's own teardown of the item does
+        # What pytest's own teardown of the item does (its private state: the public hook would run the
+        # logging and capture teardowns of a setup that never ran).
+        item.session._setupstate.teardown_exact(nextitem)
         cases.forget()
         self._record(item, _unloaded(problem))
         return True
