@@ -148,8 +148,8 @@ def test_the_items_of_a_test_must_agree_on_its_points(tmp_path):
 @pytest.mark.parametrize("sandbox", [True, False], ids=["sandboxed", "in-process"])
 def test_a_unit_that_does_not_load_fails_each_test_of_its_rubric_alike(tmp_path, sandbox):
     """The plugin records a unit's later tests without running them once its first has failed to
-    load it, and the sandbox's host finds a missing file without a worker: every test of the rubric
-    is still in the grade, in order, failed with the load's own message."""
+    load it, and the sandbox's host answers a missing file without a worker: neither may change the
+    grade, so every test of the rubric is still in it, in order, failed with the load's own message."""
     (tmp_path / "attention.py").write_text("def softmax(x:\n", encoding="utf-8")  # a syntax error
     units = ["attention", "multi_head"]
     proc = attn_course("grade", str(tmp_path), *(a for u in units for a in ("--unit", u)), "--format", "json",
