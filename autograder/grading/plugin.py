@@ -76,7 +76,7 @@ class GradingPlugin:
         self.units_of: dict[tuple[str, str], str] = {}  # (submission, test id) -> unit, in run order
         # unit -> test id -> what the test is worth, in collection order (public suite first)
         self.rubric: dict[str, dict[str, Rubric]] = {}
-        self.unloaded: dict[int, str] = {}  # id of a (submission, unit) view -> why that unit did not load
+        self.unloaded: dict[UnitSubject, str] = {}  # a (submission, unit) view -> why that unit did not load
 
     # -- collection --------------------------------------------------------
     def pytest_configure(self, config):
@@ -148,7 +148,7 @@ class GradingPlugin:
         keeps a unit's status): after its first test, the others are recorded so without running
         pytest's protocol for each (a submission missing five units cost 0.6 s in it)."""
         view = getattr(item, "callspec", None) and item.callspec.params.get("subject")
-        problem = self.unloaded.get(id(view)) if view is not None else None
+        problem = self.unloaded.get(view) if view is not None else None
         if problem is None:
             return None
         # What pytest's own teardown of the item does (its private state: the public hook would run the
@@ -159,13 +159,12 @@ class GradingPlugin:
         return True
 
     def pytest_runtest_setup(self, item):
-        unit = self._describe(item)[0]
         view = item.callspec.params["subject"]
         view.subject.begin(item.nodeid)
         cases.forget()
-        problem = view.subject.status(unit)
+        problem = view.subject.status(view.unit)
         if problem:
-            self.unloaded[id(view)] = problem
+            self.unloaded[view] = problem
             raise _unloaded(problem)
 
     @pytest.hookimpl(hookwrapper=True)
